@@ -1,0 +1,46 @@
+"""Errors structgen raises for bad input, each saying what is wrong and where.
+
+Every error a user can cause derives from `StructgenError` (a `ValueError`), so a server
+can turn any of them into a 400 without catching unrelated bugs.
+"""
+
+from __future__ import annotations
+
+
+class StructgenError(ValueError):
+    """Base class of every error caused by user input."""
+
+
+class SchemaError(StructgenError):
+    """An invalid JSON Schema. `pointer` is the JSON pointer of the offending subschema."""
+
+    def __init__(self, message: str, pointer: str = ""):
+        self.pointer = pointer
+        self.detail = message
+        super().__init__(f"{message} (at {pointer or '/'})" if pointer is not None else message)
+
+
+class UnsupportedKeywordError(SchemaError):
+    """A JSON Schema keyword structgen cannot enforce (refused unless lenient=True)."""
+
+    def __init__(self, keyword: str, pointer: str = "", reason: str = ""):
+        self.keyword = keyword
+        msg = f"unsupported JSON Schema keyword {keyword!r}"
+        if reason:
+            msg += f": {reason}"
+        super().__init__(msg, pointer)
+
+
+class RegexError(StructgenError):
+    """A regular expression that does not parse, or uses a construct that is not regular."""
+
+    def __init__(self, message: str, pattern: str = "", position: int | None = None):
+        self.pattern = pattern
+        self.position = position
+        where = f" at position {position}" if position is not None else ""
+        shown = f" in {pattern!r}" if pattern else ""
+        super().__init__(f"{message}{where}{shown}")
+
+
+class GrammarTooLargeError(StructgenError):
+    """Compiling would exceed the configured state or time budget."""

@@ -1,0 +1,247 @@
+"""The byte-level grammar IR that every front-end lowers to.
+
+A grammar is a tree of five node kinds over *bytes* (never characters: a token may
+end in the middle of a UTF-8 character):
+
+    Bytes(b"...")            a literal byte string
+    ByteSet(((lo, hi), ...)) one byte from a union of inclusive ranges
+    Concat((a, b, ...))      a then b then ...
+    Alt((a, b, ...))         a or b or ...
+    Repeat(x, min, max)      x repeated min..max times (max None = unbounded)
+
+`EMPTY` (the empty string) is `Concat(())`; `NOTHING` (the empty language) is `Alt(())`.
+
+Front-ends (regex, JSON Schema, choice) build trees with the smart constructors
+`lit`, `byteset`, `seq`, `alt`, `rep`, `opt`, which flatten and simplify. Nodes compare
+by identity; share a subtree by reusing the object. This module owns the node types and
+size accounting; it knows nothing of automata, tokens or the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+
+class Node:
+    __slots__ = ()
+
+
+class Bytes(Node):
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = bytes(data)
+
+    def __repr__(self) -> str:
+        return f"Bytes({self.data!r})"
+
+
+class ByteSet(Node):
+    __slots__ = ("ranges",)
+
+    def __init__(self, ranges: tuple[tuple[int, int], ...]):
+        self.ranges = ranges
+
+    def __repr__(self) -> str:
+        return f"ByteSet({self.ranges!r})"
+
+
+class Concat(Node):
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[Node, ...]):
+        self.items = items
+
+    def __repr__(self) -> str:
+        return f"Concat({self.items!r})"
+
+
+class Alt(Node):
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[Node, ...]):
+        self.items = items
+
+    def __repr__(self) -> str:
+        return f"Alt({self.items!r})"
+
+
+class Repeat(Node):
+    __slots__ = ("item", "min", "max")
+
+    def __init__(self, item: Node, min: int, max: int | None):
+        self.item = item
+        self.min = min
+        self.max = max
+
+    def __repr__(self) -> str:
+        return f"Repeat({self.item!r}, {self.min}, {self.max})"
+
+
+EMPTY = Concat(())
+NOTHING = Alt(())
+
+
+def is_empty(node: Node) -> bool:
+    return isinstance(node, Concat) and not node.items
+
+
+def is_nothing(node: Node) -> bool:
+    return isinstance(node, Alt) and not node.items
+
+
+# ---------------------------------------------------------------- constructors
+
+
+def lit(text: str | bytes) -> Node:
+    """A literal; str is encoded as UTF-8."""
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    return Bytes(data) if data else EMPTY
+
+
+def normalize_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sort and merge inclusive integer ranges; drop empty ones."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(r for r in ranges if r[0] <= r[1]):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in merged)
+
+
+def byteset(ranges: Iterable[tuple[int, int]]) -> Node:
+    """One byte out of the given inclusive ranges (0..255)."""
+    norm = normalize_ranges(ranges)
+    for lo, hi in norm:
+        if lo < 0 or hi > 255:
+            raise ValueError(f"byte range ({lo}, {hi}) outside 0..255")
+    if not norm:
+        return NOTHING
+    if len(norm) == 1 and norm[0][0] == norm[0][1]:
+        return Bytes(bytes([norm[0][0]]))
+    return ByteSet(norm)
+
+
+def byte_range(lo: int, hi: int) -> Node:
+    return byteset([(lo, hi)])
+
+
+def seq(*items: Node) -> Node:
+    """Concatenation, flattened; NOTHING anywhere makes the whole NOTHING."""
+    out: list[Node] = []
+    for item in items:
+        if is_nothing(item):
+            return NOTHING
+        parts = item.items if isinstance(item, Concat) else (item,)
+        for part in parts:
+            if out and isinstance(part, Bytes) and isinstance(out[-1], Bytes):
+                out[-1] = Bytes(out[-1].data + part.data)
+            else:
+                out.append(part)
+    if len(out) == 1:
+        return out[0]
+    return Concat(tuple(out))
+
+
+def alt(*items: Node) -> Node:
+    """Alternation, flattened; NOTHING branches dropped; identical objects deduplicated."""
+    out: list[Node] = []
+    seen: set[int] = set()
+    for item in items:
+        parts = item.items if isinstance(item, Alt) else (item,)
+        for part in parts:
+            if id(part) not in seen:
+                seen.add(id(part))
+                out.append(part)
+    if len(out) == 1:
+        return out[0]
+    return Alt(tuple(out))
+
+
+def rep(item: Node, min: int = 0, max: int | None = None) -> Node:
+    if min < 0 or (max is not None and max < min):
+        raise ValueError(f"bad repeat bounds {{{min},{max}}}")
+    if max == 0 or is_empty(item):
+        return EMPTY
+    if is_nothing(item):
+        return EMPTY if min == 0 else NOTHING
+    if min == 1 and max == 1:
+        return item
+    return Repeat(item, min, max)
+
+
+def opt(item: Node) -> Node:
+    return rep(item, 0, 1)
+
+
+def join(items: Sequence[Node], separator: Node) -> Node:
+    """items[0] sep items[1] sep ... (EMPTY for no items)."""
+    parts: list[Node] = []
+    for i, item in enumerate(items):
+        if i:
+            parts.append(separator)
+        parts.append(item)
+    return seq(*parts)
+
+
+# ---------------------------------------------------------------- accounting
+
+
+def expanded_size(node: Node, limit: int | None = None) -> int:
+    """Number of NFA positions the tree expands to, counting repeats as copies.
+
+    Used to refuse grammars before building anything big. Stops counting early
+    (returning a value > limit) once `limit` is passed.
+    """
+    memo: dict[int, int] = {}
+
+    def size(n: Node) -> int:
+        key = id(n)
+        if key in memo:
+            return memo[key]
+        if isinstance(n, Bytes):
+            s = len(n.data)
+        elif isinstance(n, ByteSet):
+            s = 1
+        elif isinstance(n, (Concat, Alt)):
+            s = 1
+            for item in n.items:
+                s += size(item)
+                if limit is not None and s > limit:
+                    break
+        elif isinstance(n, Repeat):
+            copies = n.max if n.max is not None else max(n.min, 1)
+            s = 1 + size(n.item) * max(copies, 1)
+        else:
+            raise TypeError(f"not an IR node: {n!r}")
+        memo[key] = s
+        return s
+
+    return size(node)
+
+
+def to_python_regex(node: Node) -> bytes:
+    """A Python `re` bytes pattern for the same language (tests and debugging only)."""
+    import re
+
+    def rx(n: Node) -> bytes:
+        if isinstance(n, Bytes):
+            return b"(?:" + re.escape(n.data) + b")"
+        if isinstance(n, ByteSet):
+            body = b"".join(
+                b"\\x%02x" % lo if lo == hi else b"\\x%02x-\\x%02x" % (lo, hi) for lo, hi in n.ranges
+            )
+            return b"[" + body + b"]"
+        if isinstance(n, Concat):
+            return b"(?:" + b"".join(rx(i) for i in n.items) + b")"
+        if isinstance(n, Alt):
+            if not n.items:
+                return b"(?!)"
+            return b"(?:" + b"|".join(rx(i) for i in n.items) + b")"
+        if isinstance(n, Repeat):
+            hi = b"" if n.max is None else str(n.max).encode()
+            return b"(?:" + rx(n.item) + b"){" + str(n.min).encode() + b"," + hi + b"}"
+        raise TypeError(f"not an IR node: {n!r}")
+
+    return rx(node)
