@@ -8,6 +8,11 @@ end in the middle of a UTF-8 character):
     Concat((a, b, ...))      a then b then ...
     Alt((a, b, ...))         a or b or ...
     Repeat(x, min, max)      x repeated min..max times (max None = unbounded)
+    Graph(n, start, finals, edges)
+                             a small explicit automaton whose edges carry subtrees
+                             (edge label None = epsilon); lets front-ends share
+                             structure that a tree would copy (e.g. optional object
+                             properties, where a tree needs O(n^2) copies)
 
 `EMPTY` (the empty string) is `Concat(())`; `NOTHING` (the empty language) is `Alt(())`.
 
@@ -76,6 +81,28 @@ class Repeat(Node):
 
     def __repr__(self) -> str:
         return f"Repeat({self.item!r}, {self.min}, {self.max})"
+
+
+class Graph(Node):
+    __slots__ = ("num_states", "start", "finals", "edges")
+
+    def __init__(
+        self,
+        num_states: int,
+        start: int,
+        finals: tuple[int, ...],
+        edges: tuple[tuple[int, int, "Node | None"], ...],
+    ):
+        self.num_states = num_states
+        self.start = start
+        self.finals = tuple(finals)
+        self.edges = tuple(edges)
+        for src, dst, _ in self.edges:
+            if not (0 <= src < num_states and 0 <= dst < num_states):
+                raise ValueError(f"graph edge ({src}, {dst}) outside 0..{num_states - 1}")
+
+    def __repr__(self) -> str:
+        return f"Graph({self.num_states}, {self.start}, {self.finals}, {self.edges!r})"
 
 
 EMPTY = Concat(())
@@ -210,6 +237,13 @@ def expanded_size(node: Node, limit: int | None = None) -> int:
                 s += size(item)
                 if limit is not None and s > limit:
                     break
+        elif isinstance(n, Graph):
+            s = n.num_states
+            for _, _, label in n.edges:
+                if label is not None:
+                    s += size(label)
+                if limit is not None and s > limit:
+                    break
         elif isinstance(n, Repeat):
             copies = n.max if n.max is not None else max(n.min, 1)
             s = 1 + size(n.item) * max(copies, 1)
@@ -242,6 +276,40 @@ def to_python_regex(node: Node) -> bytes:
         if isinstance(n, Repeat):
             hi = b"" if n.max is None else str(n.max).encode()
             return b"(?:" + rx(n.item) + b"){" + str(n.min).encode() + b"," + hi + b"}"
+        if isinstance(n, Graph):
+            return graph_to_python_regex(n, rx)
         raise TypeError(f"not an IR node: {n!r}")
 
     return rx(node)
+
+
+def graph_to_python_regex(graph: Graph, rx) -> bytes:
+    """State elimination: turn a Graph into one regex (exponential in the worst case; tests only)."""
+    n = graph.num_states
+    start, final = n, n + 1
+    label: dict[tuple[int, int], list[bytes]] = {}
+
+    def add(src: int, dst: int, pattern: bytes) -> None:
+        label.setdefault((src, dst), []).append(pattern)
+
+    add(start, graph.start, b"")
+    for f in graph.finals:
+        add(f, final, b"")
+    for src, dst, node in graph.edges:
+        add(src, dst, b"" if node is None else rx(node))
+
+    def union(parts: list[bytes]) -> bytes:
+        return parts[0] if len(parts) == 1 else b"(?:" + b"|".join(parts) + b")"
+
+    for k in range(n):
+        loop = label.pop((k, k), None)
+        star = b"(?:" + union(loop) + b")*" if loop else b""
+        ins = [(s, union(p)) for (s, d), p in list(label.items()) if d == k]
+        outs = [(d, union(p)) for (s, d), p in list(label.items()) if s == k]
+        for key in [key for key in label if k in key]:
+            del label[key]
+        for s, pin in ins:
+            for d, pout in outs:
+                add(s, d, pin + star + pout)
+    parts = label.get((start, final))
+    return union(parts) if parts else b"(?!)"
