@@ -1,0 +1,119 @@
+"""A lazily determinized DFA over bytes, backed by a dense numpy transition table.
+
+Owns: subset construction on demand (a DFA state is a set of NFA states, built the
+first time something steps into it), the `[states, 256]` int32 table the token walker
+gathers from, accepting flags and forced byte spans. Thread-safe: one lock guards
+expansion; readers only look at rows already marked expanded.
+Must not know about tokens or the engine.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from structgen.automata.nfa import NFA
+from structgen.errors import GrammarTooLargeError
+
+DEAD = -1  # no transition: the byte leaves the language
+UNEXPANDED = -2  # row not built yet (internal)
+
+
+class LazyDFA:
+    def __init__(self, nfa: NFA, *, max_states: int = 200_000):
+        self.nfa = nfa
+        self.max_states = max_states
+        self._sets: list[frozenset[int]] = []
+        self._index: dict[frozenset[int], int] = {}
+        self._lock = threading.RLock()
+        self.table = np.full((64, 256), UNEXPANDED, dtype=np.int32)
+        self.expanded = np.zeros(64, dtype=bool)
+        self.accepting = np.zeros(64, dtype=bool)
+        self._forced: dict[int, bytes] = {}
+        start_set = nfa.closure(nfa.start) if nfa.start in nfa.live else frozenset()
+        self.start = self._intern(start_set) if start_set else DEAD
+
+    @property
+    def num_states(self) -> int:
+        return len(self._sets)
+
+    def _intern(self, nfa_states: frozenset[int]) -> int:
+        sid = self._index.get(nfa_states)
+        if sid is not None:
+            return sid
+        sid = len(self._sets)
+        if sid >= self.max_states:
+            raise GrammarTooLargeError(
+                f"grammar automaton grew past {self.max_states:,} states while decoding"
+            )
+        if sid >= self.table.shape[0]:
+            grow = self.table.shape[0]
+            self.table = np.concatenate([self.table, np.full((grow, 256), UNEXPANDED, np.int32)])
+            self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
+            self.accepting = np.concatenate([self.accepting, np.zeros(grow, bool)])
+        self._sets.append(nfa_states)
+        self._index[nfa_states] = sid
+        self.accepting[sid] = self.nfa.final in nfa_states
+        return sid
+
+    def expand(self, sid: int) -> None:
+        """Build the table row of DFA state `sid` (idempotent)."""
+        if self.expanded[sid]:
+            return
+        with self._lock:
+            if self.expanded[sid]:
+                return
+            edges = self.nfa.edges
+            ranges = [e for s in self._sets[sid] for e in edges[s]]
+            row = np.full(256, DEAD, dtype=np.int32)
+            if ranges:
+                cuts = sorted({lo for lo, _, _ in ranges} | {hi + 1 for _, hi, _ in ranges})
+                for lo, nxt_lo in zip(cuts, cuts[1:]):
+                    targets = frozenset(d for a, b, d in ranges if a <= lo <= b)
+                    if targets:
+                        row[lo:nxt_lo] = self._intern(self.nfa.closure_of(targets))
+            self.table[sid] = row
+            self.expanded[sid] = True
+
+    def ensure_expanded(self, sids: np.ndarray) -> None:
+        """Expand every state in `sids` (an int array) that is not expanded yet."""
+        missing = sids[~self.expanded[sids]]
+        if missing.size:
+            for sid in np.unique(missing).tolist():
+                self.expand(sid)
+
+    def step(self, sid: int, byte: int) -> int:
+        self.expand(sid)
+        return int(self.table[sid, byte])
+
+    def walk(self, sid: int, data: bytes) -> int:
+        for b in data:
+            if sid < 0:
+                return DEAD
+            sid = self.step(sid, b)
+        return sid
+
+    def has_exits(self, sid: int) -> bool:
+        self.expand(sid)
+        return bool((self.table[sid] >= 0).any())
+
+    def forced_bytes(self, sid: int, limit: int = 4096) -> bytes:
+        """Bytes every continuation from `sid` must start with (empty if accepting
+        or if more than one byte may come next)."""
+        cached = self._forced.get(sid)
+        if cached is not None:
+            return cached
+        out = bytearray()
+        cur = sid
+        while cur >= 0 and len(out) < limit and not self.accepting[cur]:
+            self.expand(cur)
+            exits = np.flatnonzero(self.table[cur] >= 0)
+            if exits.size != 1:
+                break
+            b = int(exits[0])
+            out.append(b)
+            cur = int(self.table[cur, b])
+        result = bytes(out)
+        self._forced[sid] = result
+        return result

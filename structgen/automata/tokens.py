@@ -1,0 +1,137 @@
+"""From byte automata to token masks: which token ids a DFA state allows, and where each leads.
+
+Owns: the per-vocabulary token byte matrix (built once per vocabulary and shared by every
+grammar), the vectorized walk of all tokens through a lazy DFA from one state, and the
+packed int32 bitmask rows. Must not know about the engine; knows vocabularies only through
+`token_bytes`, `special_ids`, `eos_token_ids` and `vocab_size`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from structgen.automata.dfa import LazyDFA
+
+
+def bitmask_words(vocab_size: int) -> int:
+    return (vocab_size + 31) // 32
+
+
+def pack_ids(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    """int32 words, bit (id % 32) of word (id // 32) set for each id."""
+    nwords = bitmask_words(vocab_size)
+    if token_ids.size < 4096:
+        words = np.zeros(nwords, dtype=np.uint32)
+        ids = token_ids.astype(np.int64)
+        np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
+        return words.view(np.int32)
+    nbits = nwords * 32
+    flags = np.zeros(nbits, dtype=bool)
+    flags[token_ids] = True
+    return np.packbits(flags, bitorder="little").view("<u4").astype(np.uint32).view(np.int32)
+
+
+class TokenMatrix:
+    """All normal (non-special, non-empty) tokens of a vocabulary as a byte matrix,
+    sorted by length so that "tokens longer than j" is a suffix of the rows."""
+
+    def __init__(self, vocab):
+        lengths = []
+        ids = []
+        special = set(vocab.special_ids)
+        for tid, data in enumerate(vocab.token_bytes):
+            if data and tid not in special:
+                ids.append(tid)
+                lengths.append(len(data))
+        order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
+        self.token_ids = np.asarray(ids, dtype=np.int64)[order]
+        self.lengths = np.asarray(lengths, dtype=np.int64)[order]
+        self.max_len = int(self.lengths[-1]) if len(self.lengths) else 0
+        mat = np.zeros((len(self.token_ids), max(self.max_len, 1)), dtype=np.uint8)
+        for row, tid in enumerate(self.token_ids.tolist()):
+            data = vocab.token_bytes[tid]
+            mat[row, : len(data)] = np.frombuffer(data, dtype=np.uint8)
+        self.matrix = mat
+        # Column j as its own contiguous array: the walk gathers one column per step.
+        self.columns = [np.ascontiguousarray(mat[:, j]) for j in range(mat.shape[1])]
+        # Rows by first byte: a state that admits few first bytes walks only those rows.
+        first = self.columns[0] if len(self.token_ids) else np.zeros(0, np.uint8)
+        self.rows_by_first_byte = [np.flatnonzero(first == b) for b in range(256)]
+        self.count_by_first_byte = np.array([len(r) for r in self.rows_by_first_byte])
+        self.vocab_size = vocab.vocab_size
+        self.eos_ids = np.asarray(sorted(vocab.eos_token_ids), dtype=np.int64)
+
+
+_MATRICES: dict[str, TokenMatrix] = {}
+_MATRICES_LOCK = threading.Lock()
+
+
+def token_matrix(vocab) -> TokenMatrix:
+    """The shared TokenMatrix of a vocabulary (built once per vocabulary fingerprint)."""
+    key = vocab.fingerprint
+    with _MATRICES_LOCK:
+        tm = _MATRICES.get(key)
+        if tm is None:
+            tm = TokenMatrix(vocab)
+            _MATRICES[key] = tm
+        return tm
+
+
+@dataclass(frozen=True)
+class StateTokens:
+    """What one DFA state allows: the packed mask (EOS included when accepting) and the
+    next state of every allowed token that does not loop back to this state."""
+
+    words: np.ndarray
+    moves: dict[int, int]
+    num_allowed: int
+
+
+def walk_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> tuple[np.ndarray, np.ndarray]:
+    """Run every token from state `sid`; return (token ids, end states) of those that
+    stay inside the language. Vectorized: one gather per byte position."""
+    dfa.expand(sid)
+    n = len(tm.token_ids)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32)
+    row = dfa.table[sid]
+    first_ok = row >= 0
+    if tm.count_by_first_byte[first_ok].sum() * 4 < n:
+        rows = np.sort(np.concatenate([tm.rows_by_first_byte[b] for b in np.flatnonzero(first_ok)]))
+        states = row[tm.columns[0][rows]]
+    else:
+        states = row[tm.columns[0]]
+        rows = np.flatnonzero(states >= 0)
+        states = states[rows]
+    done_rows, done_states = [], []
+    for j in range(1, tm.max_len + 1):
+        # rows (sorted by length) that end at byte j are a prefix of `rows`.
+        k = int(np.searchsorted(tm.lengths[rows], j, side="right"))
+        if k:
+            done_rows.append(rows[:k])
+            done_states.append(states[:k])
+            rows, states = rows[k:], states[k:]
+        if rows.size == 0 or j == tm.max_len:
+            break
+        dfa.ensure_expanded(states)
+        states = dfa.table[states, tm.columns[j][rows]]
+        keep = states >= 0
+        rows, states = rows[keep], states[keep]
+    if not done_rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32)
+    all_rows = np.concatenate(done_rows)
+    return tm.token_ids[all_rows], np.concatenate(done_states)
+
+
+def state_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> StateTokens:
+    ids, ends = walk_tokens(dfa, tm, sid)
+    allowed = ids
+    if dfa.accepting[sid] and tm.eos_ids.size:
+        allowed = np.concatenate([ids, tm.eos_ids])
+    words = pack_ids(allowed, tm.vocab_size)
+    moving = ends != sid
+    moves = dict(zip(ids[moving].tolist(), ends[moving].tolist()))
+    return StateTokens(words=words, moves=moves, num_allowed=int(allowed.size))

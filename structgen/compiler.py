@@ -1,0 +1,166 @@
+"""The public compile functions and the compiled-grammar cache.
+
+Owns: `compile_json_schema`, `compile_regex`, `compile_choice` (front-end -> IR -> NFA ->
+lazy DFA -> `CompiledGrammar`), their budgets, and an LRU cache keyed by
+(kind, canonical text, options, vocabulary fingerprint). Must not import the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+from structgen.automata.dfa import LazyDFA
+from structgen.automata.nfa import build_nfa
+from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError
+from structgen.grammar import ir
+from structgen.matcher import CompiledGrammar
+
+DEFAULT_MAX_STATES = 1_000_000  # NFA positions a grammar may expand to
+DEFAULT_MAX_DFA_STATES = 200_000  # DFA states a grammar may grow to while decoding
+DEFAULT_TIMEOUT_S = 10.0
+CACHE_SIZE = 256
+
+_cache: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
+_cache_lock = threading.Lock()
+_cache_stats = {"hits": 0, "misses": 0}
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def cache_info() -> dict:
+    with _cache_lock:
+        return {"size": len(_cache), **_cache_stats}
+
+
+def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar:
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            _cache_stats["hits"] += 1
+            return hit
+        _cache_stats["misses"] += 1
+    grammar = build()
+    grammar.stats["cache_key"] = key[:2]
+    with _cache_lock:
+        _cache[key] = grammar
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return grammar
+
+
+def _build(
+    kind: str,
+    source: str,
+    make_ir: Callable[[float], ir.Node],
+    vocab,
+    max_states: int,
+    max_dfa_states: int,
+    timeout_s: float,
+) -> CompiledGrammar:
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + timeout_s
+    node = make_ir(deadline)
+    nfa = build_nfa(node, max_states=max_states, deadline=deadline)
+    dfa = LazyDFA(nfa, max_states=max_dfa_states)
+    if dfa.start < 0:
+        raise SchemaError(f"the {kind} admits no value at all (its language is empty)", "")
+    if time.monotonic() > deadline:
+        raise GrammarTooLargeError(f"compiling the {kind} exceeded its {timeout_s:g} s budget")
+    stats = {"compile_s": time.perf_counter() - t0, "nfa_states": nfa.num_states}
+    return CompiledGrammar(kind, source, dfa, vocab, stats)
+
+
+def compile_json_schema(
+    schema: dict | bool | str,
+    vocab,
+    *,
+    whitespace: str = "default",
+    indent: int | None = None,
+    strict: bool = False,
+    lenient: bool = False,
+    max_states: int = DEFAULT_MAX_STATES,
+    max_dfa_states: int = DEFAULT_MAX_DFA_STATES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    **json_options: Any,
+) -> CompiledGrammar:
+    """Compile a JSON Schema (dict, bool, or JSON text) to a token-level grammar.
+
+    whitespace: "default" (exactly `json.dumps` separators), "compact", "flexible"
+    (any JSON whitespace, bounded per run); indent=N: exactly `json.dumps(indent=N)`.
+    strict: OpenAI strict mode (no undeclared properties). lenient: ignore unsupported
+    keywords instead of refusing them -- this MAY UNDER-CONSTRAIN the output.
+    """
+    from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
+
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"schema is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})")
+    if indent is not None:
+        whitespace = "indent"
+    options = JsonOptions(
+        whitespace=whitespace, indent=indent, strict=strict, lenient=lenient, **json_options
+    )
+    source = canonical_key(schema, options)
+    key = ("json_schema", source, max_states, max_dfa_states, vocab.fingerprint)
+
+    def make_ir(deadline: float) -> ir.Node:
+        return schema_to_ir(schema, options, deadline=deadline)
+
+    return _cached(
+        key,
+        lambda: _build("json_schema", source, make_ir, vocab, max_states, max_dfa_states, timeout_s),
+    )
+
+
+def compile_regex(
+    pattern: str,
+    vocab,
+    *,
+    max_states: int = DEFAULT_MAX_STATES,
+    max_dfa_states: int = DEFAULT_MAX_DFA_STATES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> CompiledGrammar:
+    """Compile a regular expression (ECMA-262 syntax, full-match, over UTF-8 text)."""
+    from structgen.grammar.regex import regex_ir
+
+    if not isinstance(pattern, str):
+        raise StructgenError(f"regex must be a string, got {type(pattern).__name__}")
+    key = ("regex", pattern, max_states, max_dfa_states, vocab.fingerprint)
+    return _cached(
+        key,
+        lambda: _build(
+            "regex", pattern, lambda _d: regex_ir(pattern), vocab, max_states, max_dfa_states, timeout_s
+        ),
+    )
+
+
+def compile_choice(
+    choices: Sequence[str],
+    vocab,
+    *,
+    max_states: int = DEFAULT_MAX_STATES,
+    max_dfa_states: int = DEFAULT_MAX_DFA_STATES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> CompiledGrammar:
+    """Compile a list of literal strings: the output is exactly one of them."""
+    if isinstance(choices, (str, bytes)) or not all(isinstance(c, str) for c in choices):
+        raise StructgenError("choices must be a list of strings")
+    if not choices:
+        raise StructgenError("choices must not be empty")
+    source = json.dumps(list(choices), ensure_ascii=False)
+    key = ("choice", source, max_states, max_dfa_states, vocab.fingerprint)
+    node = ir.alt(*(ir.lit(c) for c in dict.fromkeys(choices)))
+    return _cached(
+        key,
+        lambda: _build("choice", source, lambda _d: node, vocab, max_states, max_dfa_states, timeout_s),
+    )

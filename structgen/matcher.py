@@ -1,0 +1,187 @@
+"""Compiled grammars and the per-sequence matchers the engine drives.
+
+Owns: `CompiledGrammar` (immutable to its users, shared by every request with the same
+grammar; holds the lazy DFA and the per-state token tables, filled in on first visit under
+a lock) and `Matcher` (one per sequence: a stack of DFA states, so rollback is exact).
+Must not import the engine; engines use only the Matcher methods below.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from structgen.automata.dfa import DEAD, LazyDFA
+from structgen.automata.tokens import (
+    StateTokens,
+    bitmask_words,
+    pack_ids,
+    state_tokens,
+    token_matrix,
+)
+
+_TERMINATED = -3  # pushed on the state stack when EOS is accepted
+
+
+def allocate_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
+    """A zeroed int32 bitmask buffer, `ceil(vocab_size / 32)` words per row.
+    Bit (id % 32) of word (id // 32) set means token `id` is allowed."""
+    return np.zeros((batch_size, bitmask_words(vocab_size)), dtype=np.int32)
+
+
+class CompiledGrammar:
+    """A grammar compiled for one vocabulary. Thread-safe; create matchers with `matcher()`."""
+
+    def __init__(self, kind: str, source: str, dfa: LazyDFA, vocab, stats: dict | None = None):
+        self.kind = kind
+        self.source = source
+        self.vocab = vocab
+        self.dfa = dfa
+        self.stats = dict(stats or {})
+        self._tm = token_matrix(vocab)
+        self._tables: dict[int, StateTokens] = {}
+        self._lock = threading.Lock()
+        eos = sorted(vocab.eos_token_ids)
+        self._eos = frozenset(eos)
+        self._eos_words = pack_ids(np.asarray(eos, dtype=np.int64), vocab.vocab_size)
+        self._empty_words = np.zeros_like(self._eos_words)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.vocab.vocab_size
+
+    def matcher(self) -> "Matcher":
+        return Matcher(self)
+
+    def tokens_of(self, sid: int) -> StateTokens:
+        """The token table of DFA state `sid`, computed on first use and cached."""
+        table = self._tables.get(sid)
+        if table is None:
+            with self._lock, self.dfa._lock:
+                table = self._tables.get(sid)
+                if table is None:
+                    table = state_tokens(self.dfa, self._tm, sid)
+                    self._tables[sid] = table
+        return table
+
+    def forced_bytes(self, sid: int) -> bytes:
+        with self.dfa._lock:
+            return self.dfa.forced_bytes(sid)
+
+    def has_exits(self, sid: int) -> bool:
+        with self.dfa._lock:
+            return self.dfa.has_exits(sid)
+
+    def accepts_bytes(self, data: bytes) -> bool:
+        """Whether `data` is a complete sentence of the grammar (byte level)."""
+        with self.dfa._lock:
+            sid = self.dfa.walk(self.dfa.start, data)
+        return sid >= 0 and bool(self.dfa.accepting[sid])
+
+    def __repr__(self) -> str:
+        return f"CompiledGrammar(kind={self.kind!r}, states={self.dfa.num_states})"
+
+
+class Matcher:
+    """Per-sequence grammar state. Not thread-safe (one sequence, one thread)."""
+
+    __slots__ = ("grammar", "_stack", "_words")
+
+    def __init__(self, grammar: CompiledGrammar):
+        self.grammar = grammar
+        self._stack = [grammar.dfa.start]
+        self._words = len(grammar._eos_words)
+
+    # --------------------------------------------------------------- masks
+
+    def fill_bitmask(self, bitmask, row: int = 0) -> None:
+        """Write this sequence's allowed-token bits into `bitmask[row]` (int32 words)."""
+        if not isinstance(bitmask, np.ndarray):
+            bitmask = bitmask.numpy()  # a CPU torch tensor: shares memory
+        state = self._stack[-1]
+        if state == _TERMINATED:
+            words = self.grammar._eos_words
+        elif state == DEAD:
+            words = self.grammar._empty_words
+        else:
+            words = self.grammar.tokens_of(state).words
+        bitmask[row, : self._words] = words
+
+    def allowed_token_ids(self) -> np.ndarray:
+        """The allowed token ids as an array (debugging and tests; not the hot path)."""
+        mask = allocate_bitmask(1, self.grammar.vocab_size)
+        self.fill_bitmask(mask, 0)
+        bits = np.unpackbits(mask[0].view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits)
+
+    # --------------------------------------------------------------- advancing
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (and no change) if the grammar does not allow it."""
+        state = self._stack[-1]
+        if state < 0:
+            return False
+        grammar = self.grammar
+        table = grammar.tokens_of(state)
+        if token_id < 0 or (token_id >> 5) >= self._words:
+            return False
+        if not (int(table.words[token_id >> 5]) >> (token_id & 31)) & 1:
+            return False
+        nxt = table.moves.get(token_id)
+        if nxt is None:
+            if token_id in grammar._eos:
+                nxt = _TERMINATED
+            else:
+                nxt = state  # allowed and not in moves: the token loops on this state
+        self._stack.append(nxt)
+        return True
+
+    def accept_bytes(self, data: bytes) -> bool:
+        """Advance by raw bytes (e.g. a forced span) as one step; False and no change
+        if they leave the language. Rolled back as one unit by `rollback(1)`."""
+        state = self._stack[-1]
+        if state < 0:
+            return False
+        with self.grammar.dfa._lock:
+            nxt = self.grammar.dfa.walk(state, data)
+        if nxt < 0:
+            return False
+        self._stack.append(nxt)
+        return True
+
+    def rollback(self, n_tokens: int) -> None:
+        """Undo the last `n_tokens` accepted tokens (exact)."""
+        if n_tokens < 0 or n_tokens > len(self._stack) - 1:
+            raise ValueError(f"cannot roll back {n_tokens} tokens; {len(self._stack) - 1} accepted")
+        if n_tokens:
+            del self._stack[-n_tokens:]
+
+    def reset(self) -> None:
+        del self._stack[1:]
+
+    # --------------------------------------------------------------- queries
+
+    def is_accepting(self) -> bool:
+        """The output so far is a complete sentence (EOS would be allowed now)."""
+        state = self._stack[-1]
+        return state == _TERMINATED or (state >= 0 and bool(self.grammar.dfa.accepting[state]))
+
+    def is_terminated(self) -> bool:
+        """Nothing but stopping is possible: EOS was accepted, or the output is complete
+        and the grammar allows no further byte."""
+        state = self._stack[-1]
+        if state == _TERMINATED:
+            return True
+        return self.is_accepting() and not self.grammar.has_exits(state)
+
+    def forced_bytes(self) -> bytes:
+        """Bytes every continuation must start with (jump-forward appends them)."""
+        state = self._stack[-1]
+        if state < 0:
+            return b""
+        return self.grammar.forced_bytes(state)
+
+    @property
+    def num_accepted(self) -> int:
+        return len(self._stack) - 1
