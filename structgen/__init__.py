@@ -1,7 +1,8 @@
 """structgen: structured generation for LLMs.
 
-Public API (grammar side): Vocabulary, compile_json_schema, compile_regex, compile_choice,
-CompiledGrammar, Matcher, allocate_bitmask. See README.md.
+Grammar side (no torch needed): `Vocabulary`, `compile_json_schema`, `compile_regex`,
+`compile_choice`, `CompiledGrammar`, `Matcher`, `allocate_bitmask`, `clear_cache`.
+Names are imported lazily so that `import structgen` stays cheap.
 """
 
 from structgen.errors import (
@@ -13,3 +14,35 @@ from structgen.errors import (
 )
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Vocabulary": "structgen.vocab",
+    "compile_json_schema": "structgen.compiler",
+    "compile_regex": "structgen.compiler",
+    "compile_choice": "structgen.compiler",
+    "clear_cache": "structgen.compiler",
+    "cache_info": "structgen.compiler",
+    "CompiledGrammar": "structgen.matcher",
+    "Matcher": "structgen.matcher",
+    "allocate_bitmask": "structgen.matcher",
+}
+
+__all__ = [
+    "GrammarTooLargeError",
+    "RegexError",
+    "SchemaError",
+    "StructgenError",
+    "UnsupportedKeywordError",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'structgen' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
