@@ -107,6 +107,8 @@ class Matcher:
         else:
             words = self.grammar.tokens_of(state).words
         bitmask[row, : self._words] = words
+        if bitmask.shape[1] > self._words:  # a wider logits row: its extra ids never allowed
+            bitmask[row, self._words :] = 0
 
     def allowed_token_ids(self) -> np.ndarray:
         """The allowed token ids as an array (debugging and tests; not the hot path)."""

@@ -61,6 +61,16 @@ class TokenMatrix:
         first = self.columns[0] if len(self.token_ids) else np.zeros(0, np.uint8)
         self.rows_by_first_byte = [np.flatnonzero(first == b) for b in range(256)]
         self.count_by_first_byte = np.array([len(r) for r in self.rows_by_first_byte])
+        # Which byte values occur in each token, as 256-bit sets (4 x uint64): lets a
+        # state skip the walk for tokens made only of bytes that loop on it (the
+        # bodies of JSON strings, digit runs), which are allowed and end where they began.
+        presence = np.zeros((len(self.token_ids), 4), dtype=np.uint64)
+        for j, col in enumerate(self.columns):
+            rows = np.flatnonzero(self.lengths > j)
+            byte = col[rows].astype(np.uint64)
+            np.bitwise_or.at(presence, (rows, (byte >> np.uint64(6)).astype(np.int64)),
+                             np.uint64(1) << (byte & np.uint64(63)))
+        self.presence = presence
         self.vocab_size = vocab.vocab_size
         self.eos_ids = np.asarray(sorted(vocab.eos_token_ids), dtype=np.int64)
 
@@ -100,13 +110,21 @@ def walk_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> tuple[np.ndarray, np
     row = dfa.table[sid]
     first_ok = row >= 0
     if tm.count_by_first_byte[first_ok].sum() * 4 < n:
-        rows = np.sort(np.concatenate([tm.rows_by_first_byte[b] for b in np.flatnonzero(first_ok)]))
+        buckets = [tm.rows_by_first_byte[b] for b in np.flatnonzero(first_ok)]
+        rows = np.sort(np.concatenate(buckets)) if buckets else np.zeros(0, np.int64)
         states = row[tm.columns[0][rows]]
     else:
         states = row[tm.columns[0]]
         rows = np.flatnonzero(states >= 0)
         states = states[rows]
     done_rows, done_states = [], []
+    loops = row == sid
+    if loops.any() and rows.size > 256:
+        outside = ~np.packbits(loops, bitorder="little").view("<u8")
+        stays = ~(tm.presence[rows] & outside).any(axis=1)
+        done_rows.append(rows[stays])
+        done_states.append(np.full(int(stays.sum()), sid, dtype=np.int32))
+        rows, states = rows[~stays], states[~stays]
     for j in range(1, tm.max_len + 1):
         # rows (sorted by length) that end at byte j are a prefix of `rows`.
         k = int(np.searchsorted(tm.lengths[rows], j, side="right"))

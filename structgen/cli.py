@@ -1,0 +1,411 @@
+"""The `structgen` command line.
+
+    structgen generate [--schema JSON_OR_FILE | --regex R | --choice A B ...] PROMPT
+    structgen compile  [--regex | --choice] SOURCE ...
+    structgen serve    (not built yet)
+
+`generate` runs the default model (SmolLM2-135M-Instruct, offline) through the stopgap
+transformers path in `structgen.hf_generate`; `compile` compiles a grammar for the
+default model's vocabulary and reports what the compiler did. User errors (a bad schema,
+an unsupported keyword, a regex that does not compile) print one clear message to
+stderr and exit with status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from structgen import __version__
+from structgen.errors import StructgenError
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # generation ended incomplete or invalid; environment problems
+EXIT_USAGE = 2  # bad input: schema, regex, choices, arguments
+
+WHITESPACE_MODES = ("default", "compact", "flexible")
+
+_SERVE_MESSAGE = (
+    "structgen serve: the OpenAI-compatible server is not built yet.\n"
+    "For now use `structgen generate` (CLI) or the grammar API (structgen.compile_json_schema,\n"
+    "Matcher.fill_bitmask) from Python."
+)
+
+
+class UsageError(Exception):
+    """Bad command-line input detected by the CLI itself (exit status 2)."""
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="structgen",
+        description="Structured generation for LLMs: JSON Schema, regex and choice constrained decoding.",
+    )
+    parser.add_argument("--version", action="version", version=f"structgen {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    gen = sub.add_parser(
+        "generate",
+        help="generate text with the default model under a grammar",
+        description=(
+            "Generate a reply to PROMPT with the default model (SmolLM2-135M-Instruct, "
+            "offline, CPU) constrained by a JSON Schema, a regex or a list of choices "
+            "(none: unconstrained). The text goes to stdout; progress and the validation "
+            "result go to stderr. Exit status: 0 complete (and valid, with --schema), "
+            "1 cut off at --max-tokens or invalid, 2 bad input. This uses a stopgap "
+            "transformers path, not the structgen engine."
+        ),
+    )
+    what = gen.add_mutually_exclusive_group()
+    what.add_argument(
+        "--schema",
+        metavar="JSON_OR_FILE",
+        help="JSON Schema as JSON text, a file path, or - for stdin; the schema is also "
+        "shown to the model in the system message",
+    )
+    what.add_argument("--regex", metavar="R", help="regular expression the whole output must match")
+    what.add_argument(
+        "--choice",
+        metavar="TEXT",
+        nargs="+",
+        action="extend",
+        help="the output is exactly one of these strings (if PROMPT is not given "
+        "elsewhere, the last word after --choice is taken as the prompt)",
+    )
+    gen.add_argument("prompt", metavar="PROMPT", nargs="?", help="the user message")
+    gen.add_argument("--max-tokens", type=_positive_int, default=256, metavar="N",
+                     help="maximum new tokens (default: 256)")
+    gen.add_argument("--temperature", type=_non_negative_float, default=0.0, metavar="T",
+                     help="sampling temperature; 0 is greedy (default: 0)")
+    gen.add_argument("--seed", type=int, default=None, help="random seed for sampling")
+    gen.add_argument("--whitespace", choices=WHITESPACE_MODES, default="default",
+                     help="JSON whitespace (with --schema): default = json.dumps separators, "
+                     "compact = none, flexible = any JSON whitespace, bounded per run")
+    gen.add_argument("--system", metavar="TEXT", default=None,
+                     help="system message (default: the model's own, or the schema with --schema)")
+    gen.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr")
+    gen.set_defaults(func=_cmd_generate)
+
+    comp = sub.add_parser(
+        "compile",
+        help="compile a grammar for the default vocabulary and report on it",
+        description=(
+            "Compile a JSON Schema (default), a regex (--regex) or a list of choices "
+            "(--choice) for the default model's vocabulary (SmolLM2, 49,152 tokens) and "
+            "print the compile time, the NFA state count, how many tokens the first mask "
+            "allows and the forced prefix. Bad input exits with status 2."
+        ),
+    )
+    kind = comp.add_mutually_exclusive_group()
+    kind.add_argument("--regex", action="store_true", help="SOURCE is a regular expression")
+    kind.add_argument("--choice", action="store_true", help="the SOURCEs are the choices")
+    comp.add_argument(
+        "source",
+        metavar="SOURCE",
+        nargs="+",
+        help="a JSON Schema (JSON text, a file path, or - for stdin); a regex with "
+        "--regex; one or more strings with --choice",
+    )
+    comp.add_argument("--whitespace", choices=WHITESPACE_MODES, default="default",
+                      help="JSON whitespace mode for a schema (default: default)")
+    comp.add_argument("--json", action="store_true", dest="as_json",
+                      help="print the report as one JSON object")
+    comp.set_defaults(func=_cmd_compile)
+
+    serve = sub.add_parser("serve", help="(not built yet) the OpenAI-compatible server",
+                           description="Not built yet.")
+    serve.set_defaults(func=_cmd_serve)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def read_schema(arg: str) -> Any:
+    """A schema from JSON text, a file path, or '-' (stdin). Raises UsageError."""
+    if arg == "-":
+        text, origin = sys.stdin.read(), "stdin"
+    else:
+        path = None
+        try:
+            if Path(arg).is_file():
+                path = Path(arg)
+        except (OSError, ValueError):  # e.g. a long JSON text is not a valid file name
+            pass
+        if path is not None:
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise UsageError(f"cannot read schema file {arg}: {e}")
+            origin = str(path)
+        else:
+            stripped = arg.lstrip()
+            if not stripped.startswith(("{", "[")) and stripped not in ("true", "false"):
+                raise UsageError(f"schema {arg!r} is neither an existing file nor JSON text")
+            text, origin = arg, "the schema argument"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(
+            f"{origin} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+        )
+
+
+def _compile(kind: str, source: Any, vocab: Any, whitespace: str) -> Any:
+    import structgen
+
+    if kind == "json_schema":
+        return structgen.compile_json_schema(source, vocab, whitespace=whitespace)
+    if kind == "regex":
+        return structgen.compile_regex(source, vocab)
+    if kind == "choice":
+        return structgen.compile_choice(list(source), vocab)
+    raise AssertionError(kind)
+
+
+def _default_vocabulary() -> Any:
+    from structgen.vocab import Vocabulary
+
+    return Vocabulary.default()
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    if args.choice:
+        kind, source = "choice", list(args.source)
+    else:
+        if len(args.source) != 1:
+            raise UsageError(
+                f"expected one {'regex' if args.regex else 'schema'}, got {len(args.source)} "
+                "arguments (quote it, or use --choice for a list)"
+            )
+        if args.regex:
+            kind, source = "regex", args.source[0]
+        else:
+            kind, source = "json_schema", read_schema(args.source[0])
+
+    t0 = time.perf_counter()
+    vocab = _default_vocabulary()
+    vocab_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    grammar = _compile(kind, source, vocab, args.whitespace)
+    compile_s = time.perf_counter() - t0
+
+    import structgen
+
+    matcher = grammar.matcher()
+    mask = structgen.allocate_bitmask(1, vocab.vocab_size)
+    t0 = time.perf_counter()
+    matcher.fill_bitmask(mask, 0)
+    mask_s = time.perf_counter() - t0
+    import numpy as np
+
+    allowed = int(np.unpackbits(mask[0].view(np.uint8), bitorder="little")[: vocab.vocab_size].sum())
+    forced = matcher.forced_bytes()
+    stats = grammar.stats
+    report = {
+        "kind": kind,
+        "vocabulary": vocab.name,
+        "vocab_size": vocab.vocab_size,
+        "compile_s": stats.get("compile_s", compile_s),
+        "nfa_states": stats.get("nfa_states"),
+        "first_mask_allowed": allowed,
+        "first_mask_s": mask_s,
+        "forced_prefix": forced.decode("utf-8", errors="replace"),
+        "vocabulary_load_s": vocab_s,
+    }
+    if args.as_json:
+        print(json.dumps(report, ensure_ascii=False))
+        return EXIT_OK
+    print(f"kind:           {kind}")
+    print(f"vocabulary:     {vocab.name} ({vocab.vocab_size} tokens, loaded in {vocab_s:.2f} s)")
+    print(f"compile time:   {report['compile_s'] * 1e3:.2f} ms")
+    print(f"NFA states:     {report['nfa_states']}")
+    print(f"first mask:     {allowed} of {vocab.vocab_size} tokens allowed ({mask_s * 1e3:.2f} ms)")
+    print(f"forced prefix:  {_show_bytes(forced)}")
+    return EXIT_OK
+
+
+def _show_bytes(data: bytes) -> str:
+    try:
+        return json.dumps(data.decode("utf-8"), ensure_ascii=False) + f" ({len(data)} bytes)"
+    except UnicodeDecodeError:
+        return repr(data) + f" ({len(data)} bytes)"
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    prompt = args.prompt
+    if prompt is None and args.choice and len(args.choice) >= 2:
+        prompt = args.choice.pop()  # `--choice yes no "Is it?"`: the last word is the prompt
+    if prompt is None:
+        raise UsageError("missing PROMPT")
+
+    schema = None
+    system = args.system
+    if args.schema is not None:
+        schema = read_schema(args.schema)
+        kind, source = "json_schema", schema
+        if system is None:
+            system = (
+                "You reply with a single JSON value that follows this JSON Schema:\n"
+                + json.dumps(schema, ensure_ascii=False)
+            )
+    elif args.regex is not None:
+        kind, source = "regex", args.regex
+    elif args.choice:
+        kind, source = "choice", args.choice
+    else:
+        kind, source = None, None
+
+    from tqdm import tqdm
+
+    quiet = args.quiet
+    bar = tqdm(total=4, desc="structgen: loading tokenizer", file=sys.stderr, leave=False,
+               disable=quiet, bar_format="{desc:<40} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
+    try:
+        from structgen.default_model import load_default_tokenizer
+
+        tok = load_default_tokenizer()
+        vocab = _default_vocabulary()
+        bar.update(1)
+        bar.set_description("structgen: compiling grammar")
+        grammar = _compile(kind, source, vocab, args.whitespace) if kind else None
+        bar.update(1)
+        bar.set_description("structgen: loading model (~20 s)")
+        _quiet_transformers()
+        from structgen import hf_generate
+
+        model = hf_generate.load_default_model()
+        bar.update(1)
+        bar.set_description("structgen: generating")
+        result = hf_generate.generate_with_info(
+            model, tok, vocab, grammar, prompt, args.max_tokens, args.temperature,
+            system=system, seed=args.seed,
+        )
+        bar.update(1)
+    finally:
+        bar.close()
+
+    sys.stdout.write(result.text + "\n")
+    sys.stdout.flush()
+
+    def note(msg: str) -> None:
+        if not quiet:
+            print(msg, file=sys.stderr)
+
+    rate = result.num_tokens / result.seconds if result.seconds > 0 else 0.0
+    note(f"structgen: {result.num_tokens} tokens in {result.seconds:.1f} s ({rate:.1f} tokens/s), "
+         f"finish reason: {result.finish_reason}")
+    status = EXIT_OK
+    if result.finish_reason != "stop":
+        note(f"structgen: output incomplete ({result.finish_reason}; raise --max-tokens?)")
+        status = EXIT_FAILED
+    if schema is not None:
+        ok, message = validate_json(result.text, schema)
+        print(f"structgen: schema validation: {message}", file=sys.stderr)
+        if not ok:
+            status = EXIT_FAILED
+    return status
+
+
+def validate_json(text: str, schema: Any) -> tuple[bool, str]:
+    """(valid, message) for `text` against `schema`, with the `jsonschema` package."""
+    try:
+        instance = json.loads(text)
+    except json.JSONDecodeError as e:
+        return False, f"FAILED: the output is not JSON ({e.msg} at character {e.pos})"
+    try:
+        import jsonschema
+        from jsonschema.validators import validator_for
+
+        cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+        error = jsonschema.exceptions.best_match(cls(schema).iter_errors(instance))
+    except Exception as e:  # an exotic schema the validator cannot handle
+        return False, f"could not validate ({type(e).__name__}: {e})"
+    if error is None:
+        return True, "valid"
+    where = "/" + "/".join(str(p) for p in error.absolute_path)
+    return False, f"FAILED at {where}: {error.message}"
+
+
+def _quiet_transformers() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except Exception:
+        pass
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    print(_SERVE_MESSAGE, file=sys.stderr)
+    return EXIT_USAGE
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "serve":  # serve takes anything: it only says it is not built
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        return int(args.func(args) or 0)
+    except (StructgenError, UsageError) as e:
+        print(f"structgen {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except FileNotFoundError as e:  # e.g. the default model's package is not installed
+        print(f"structgen {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("structgen."):
+            print(f"structgen {args.command}: error: this build of structgen lacks {e.name} "
+                  "(that front-end is not implemented yet)", file=sys.stderr)
+            return EXIT_FAILED
+        raise
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

