@@ -14,12 +14,12 @@ from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.nfa import build_nfa
+from structgen.automata.nfa import LazyNFA
 from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError
 from structgen.grammar import ir
 from structgen.matcher import CompiledGrammar
 
-DEFAULT_MAX_STATES = 1_000_000  # NFA positions a grammar may expand to
+DEFAULT_MAX_STATES = 50_000_000  # IR positions a grammar may expand to (built lazily)
 DEFAULT_MAX_DFA_STATES = 200_000  # DFA states a grammar may grow to while decoding
 DEFAULT_TIMEOUT_S = 10.0
 CACHE_SIZE = 256
@@ -68,13 +68,19 @@ def _build(
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
     node = make_ir(deadline)
-    nfa = build_nfa(node, max_states=max_states, deadline=deadline)
+    size = ir.expanded_size(node, limit=max_states)
+    if size > max_states:
+        raise GrammarTooLargeError(
+            f"the {kind} would expand to more than {max_states:,} automaton positions "
+            "(raise max_states, or tighten large bounds such as maxLength/maxItems)"
+        )
+    nfa = LazyNFA(node)
     dfa = LazyDFA(nfa, max_states=max_dfa_states)
     if dfa.start < 0:
         raise SchemaError(f"the {kind} admits no value at all (its language is empty)", "")
     if time.monotonic() > deadline:
         raise GrammarTooLargeError(f"compiling the {kind} exceeded its {timeout_s:g} s budget")
-    stats = {"compile_s": time.perf_counter() - t0, "nfa_states": nfa.num_states}
+    stats = {"compile_s": time.perf_counter() - t0, "ir_size": size}
     return CompiledGrammar(kind, source, dfa, vocab, stats)
 
 

@@ -14,13 +14,13 @@ import pytest
 
 import structgen
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.nfa import build_nfa, ir_accepts
+from structgen.automata.nfa import LazyNFA, ir_accepts
 from structgen.grammar import ir
 from structgen.matcher import CompiledGrammar
 
 
 def grammar_of(node: ir.Node, vocab) -> CompiledGrammar:
-    return CompiledGrammar("test", "", LazyDFA(build_nfa(node)), vocab)
+    return CompiledGrammar("test", "", LazyDFA(LazyNFA(node)), vocab)
 
 
 def oracle_allowed(grammar: CompiledGrammar, sid: int, vocab) -> set[int]:
@@ -171,9 +171,24 @@ def test_concurrent_matchers_agree(smollm2_vocab, smollm2_tokenizer):
         assert all(np.array_equal(a, b) for a, b in zip(results[0], other))
 
 
-def test_budget_is_a_clear_error():
-    with pytest.raises(structgen.GrammarTooLargeError, match="budget"):
-        build_nfa(ir.rep(ir.lit("abcdefgh"), 0, 10_000_000))
+def test_budget_is_a_clear_error(smollm2_vocab):
+    from structgen.compiler import _build
+
+    huge = ir.rep(ir.lit("abcdefgh"), 0, 10_000_000)
+    with pytest.raises(structgen.GrammarTooLargeError, match="max_states"):
+        _build("regex", "x", lambda _d: huge, smollm2_vocab, 1_000_000, 1000, 5)
+
+
+def test_dfa_state_budget_while_decoding(smollm2_vocab, smollm2_tokenizer):
+    """A counter that outgrows the DFA state budget is a clear error, not a hang."""
+    from structgen.compiler import _build
+
+    counted = ir.rep(ir.byte_range(0x61, 0x7A), 0, 100_000)
+    grammar = _build("regex", "x", lambda _d: counted, smollm2_vocab, 10**9, 50, 5)
+    m = grammar.matcher()
+    with pytest.raises(structgen.GrammarTooLargeError, match="states"):
+        for tid in smollm2_tokenizer.encode("abcdefghij" * 20, add_special_tokens=False):
+            assert m.accept_token(tid)
 
 
 def test_empty_language_is_refused(smollm2_vocab):

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from structgen.automata.nfa import NFA
+from structgen.automata.nfa import ACCEPT, LazyNFA
 from structgen.errors import GrammarTooLargeError
 
 DEAD = -1  # no transition: the byte leaves the language
@@ -21,7 +21,7 @@ UNEXPANDED = -2  # row not built yet (internal)
 
 
 class LazyDFA:
-    def __init__(self, nfa: NFA, *, max_states: int = 200_000):
+    def __init__(self, nfa: LazyNFA, *, max_states: int = 200_000):
         self.nfa = nfa
         self.max_states = max_states
         self._sets: list[frozenset[int]] = []
@@ -31,8 +31,7 @@ class LazyDFA:
         self.expanded = np.zeros(64, dtype=bool)
         self.accepting = np.zeros(64, dtype=bool)
         self._forced: dict[int, bytes] = {}
-        start_set = nfa.closure(nfa.start) if nfa.start in nfa.live else frozenset()
-        self.start = self._intern(start_set) if start_set else DEAD
+        self.start = self._intern(nfa.start) if nfa.start else DEAD
 
     @property
     def num_states(self) -> int:
@@ -54,7 +53,7 @@ class LazyDFA:
             self.accepting = np.concatenate([self.accepting, np.zeros(grow, bool)])
         self._sets.append(nfa_states)
         self._index[nfa_states] = sid
-        self.accepting[sid] = self.nfa.final in nfa_states
+        self.accepting[sid] = ACCEPT in nfa_states
         return sid
 
     def expand(self, sid: int) -> None:
@@ -64,15 +63,23 @@ class LazyDFA:
         with self._lock:
             if self.expanded[sid]:
                 return
-            edges = self.nfa.edges
-            ranges = [e for s in self._sets[sid] for e in edges[s]]
+            nfa = self.nfa
+            ranges = [
+                (lo, hi, item)
+                for item in self._sets[sid]
+                if item is not ACCEPT
+                for lo, hi in nfa.byte_ranges(item)
+            ]
             row = np.full(256, DEAD, dtype=np.int32)
             if ranges:
                 cuts = sorted({lo for lo, _, _ in ranges} | {hi + 1 for _, hi, _ in ranges})
                 for lo, nxt_lo in zip(cuts, cuts[1:]):
-                    targets = frozenset(d for a, b, d in ranges if a <= lo <= b)
-                    if targets:
-                        row[lo:nxt_lo] = self._intern(self.nfa.closure_of(targets))
+                    target: set = set()
+                    for a, b, item in ranges:
+                        if a <= lo <= b:
+                            target |= nfa.after(item)
+                    if target:
+                        row[lo:nxt_lo] = self._intern(frozenset(target))
             self.table[sid] = row
             self.expanded[sid] = True
 

@@ -1,216 +1,225 @@
-"""Byte-level NFA built from the grammar IR (Thompson construction), trimmed of dead states.
+"""A lazy NFA over bytes whose states are positions in the grammar IR.
 
-Owns: turning an `ir.Node` tree into an epsilon-NFA over bytes, removing states from
-which the accepting state cannot be reached (so no path the NFA allows is a dead end),
-and epsilon closures. Must not know about tokens, vocabularies or the engine.
+Owns: the NFA view of an `ir.Node` tree, built on demand. An NFA state ("item") is a
+leaf of the tree -- a byte of a `Bytes` literal or a `ByteSet` -- together with its
+continuation: an interned chain of frames saying what comes after (the rest of a
+`Concat`, the next iteration of a `Repeat`, the next state of a `Graph`). Nothing is
+expanded before a DFA state steps into it, so a schema whose "any value" branches are
+never taken costs nothing for them, and shared subtrees are never copied.
+
+Every item can reach acceptance: subtrees with an empty language are detected once and
+never entered, so a mask built from these items has no dead ends.
+Must not know about tokens, vocabularies or the engine.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 
-from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 
+ACCEPT = ("accept",)  # the item standing for "the whole input matched"
+DONE = 0  # the empty continuation
 
-class NFA:
-    """An epsilon-NFA with one start and one final state.
 
-    `edges[s]` lists `(lo, hi, dst)` byte-range transitions, `eps[s]` epsilon targets.
-    After `trim()`, every state can reach `final`.
-    """
+class LazyNFA:
+    def __init__(self, root: ir.Node):
+        self.root = root
+        self._frames: list[tuple] = [()]  # frame id -> (kind, node, index, parent frame id)
+        self._frame_ids: dict[tuple, int] = {(): DONE}
+        self._nonempty: dict[int, bool] = {}
+        self._graph_live: dict[int, tuple[frozenset[int], dict[int, list]]] = {}
+        self._closures: dict[tuple, frozenset] = {}
+        self._after: dict[tuple, frozenset] = {}
+        self.is_empty_language = not self.nonempty(root)
+        self.start = frozenset() if self.is_empty_language else self.closure(root, DONE)
 
-    def __init__(self) -> None:
-        self.edges: list[list[tuple[int, int, int]]] = []
-        self.eps: list[list[int]] = []
-        self.start = self.new_state()
-        self.final = self.start
-        self._closure_cache: dict[int, frozenset[int]] = {}
+    # ------------------------------------------------------------ language emptiness
 
-    def new_state(self) -> int:
-        self.edges.append([])
-        self.eps.append([])
-        return len(self.edges) - 1
+    def nonempty(self, node: ir.Node) -> bool:
+        """Whether the node's language has at least one string (memoized)."""
+        key = id(node)
+        cached = self._nonempty.get(key)
+        if cached is not None:
+            return cached
+        if isinstance(node, (ir.Bytes, ir.ByteSet)):
+            result = True
+        elif isinstance(node, ir.Concat):
+            result = all(self.nonempty(item) for item in node.items)
+        elif isinstance(node, ir.Alt):
+            result = any(self.nonempty(item) for item in node.items)
+        elif isinstance(node, ir.Repeat):
+            result = node.min == 0 or self.nonempty(node.item)
+        elif isinstance(node, ir.Graph):
+            result = node.start in self._graph(node)[0]
+        else:
+            raise TypeError(f"not an IR node: {node!r}")
+        self._nonempty[key] = result
+        return result
+
+    def _graph(self, graph: ir.Graph):
+        """(live states, adjacency of usable edges) of a Graph: a state is live when a
+        final state can be reached from it through edges whose labels are non-empty."""
+        cached = self._graph_live.get(id(graph))
+        if cached is not None:
+            return cached
+        usable = [(s, d, lab) for s, d, lab in graph.edges if lab is None or self.nonempty(lab)]
+        live = set(graph.finals)
+        changed = True
+        while changed:
+            changed = False
+            for s, d, _ in usable:
+                if d in live and s not in live:
+                    live.add(s)
+                    changed = True
+        adjacency: dict[int, list] = {}
+        for s, d, lab in usable:
+            if s in live and d in live:
+                adjacency.setdefault(s, []).append((d, lab))
+        result = (frozenset(live), adjacency)
+        self._graph_live[id(graph)] = result
+        return result
+
+    # ------------------------------------------------------------ continuations
+
+    def _push(self, kind: str, node: ir.Node, index: int, parent: int) -> int:
+        frame = (kind, node, index, parent)
+        fid = self._frame_ids.get(frame)
+        if fid is None:
+            fid = len(self._frames)
+            self._frames.append(frame)
+            self._frame_ids[frame] = fid
+        return fid
 
     @property
-    def num_states(self) -> int:
-        return len(self.edges)
+    def num_frames(self) -> int:
+        return len(self._frames)
 
     # ------------------------------------------------------------ closures
 
-    def closure(self, state: int) -> frozenset[int]:
-        """States reachable from `state` by epsilon moves, keeping only the ones that
-        matter to a DFA: states with byte edges, and the final state."""
-        cached = self._closure_cache.get(state)
-        if cached is not None:
-            return cached
-        seen = {state}
-        stack = [state]
-        while stack:
-            s = stack.pop()
-            for t in self.eps[s]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        result = frozenset(s for s in seen if self.edges[s] or s == self.final)
-        self._closure_cache[state] = result
-        return result
+    def closure(self, node: ir.Node, cont: int) -> frozenset:
+        """Items reachable without consuming a byte by entering `node`, then `cont`."""
+        key = (node, cont)
+        cached = self._closures.get(key)
+        if cached is None:
+            out: set = set()
+            old = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(old, 50_000))
+            try:
+                self._enter(node, cont, out, set())
+            finally:
+                sys.setrecursionlimit(old)
+            cached = frozenset(out)
+            self._closures[key] = cached
+        return cached
 
-    def closure_of(self, states) -> frozenset[int]:
-        out: set[int] = set()
-        for s in states:
-            out |= self.closure(s)
-        return frozenset(out)
-
-    # ------------------------------------------------------------ trimming
-
-    def trim(self) -> None:
-        """Drop transitions into states that cannot reach the final state."""
-        reverse: list[list[int]] = [[] for _ in range(self.num_states)]
-        for s in range(self.num_states):
-            for _, _, d in self.edges[s]:
-                reverse[d].append(s)
-            for d in self.eps[s]:
-                reverse[d].append(s)
-        live = {self.final}
-        stack = [self.final]
-        while stack:
-            d = stack.pop()
-            for s in reverse[d]:
-                if s not in live:
-                    live.add(s)
-                    stack.append(s)
-        for s in range(self.num_states):
-            if s not in live:
-                self.edges[s] = []
-                self.eps[s] = []
+    def _enter(self, node: ir.Node, cont: int, out: set, seen: set) -> None:
+        key = (id(node), cont)
+        if key in seen:
+            return
+        seen.add(key)
+        if isinstance(node, (ir.Bytes, ir.ByteSet)):
+            out.add((node, 0, cont))
+        elif isinstance(node, ir.Concat):
+            if node.items:
+                self._enter(node.items[0], self._push("C", node, 1, cont), out, seen)
             else:
-                self.edges[s] = [e for e in self.edges[s] if e[2] in live]
-                self.eps[s] = [d for d in self.eps[s] if d in live]
-        self.live = live
-        self._closure_cache.clear()
-
-
-class _Builder:
-    """Thompson construction. `build(node, start)` adds transitions out of `start`
-    (never into it) and returns the state where the node's language ends."""
-
-    def __init__(self, nfa: NFA, max_states: int, deadline: float | None):
-        self.nfa = nfa
-        self.max_states = max_states
-        self.deadline = deadline
-
-    def _check(self) -> None:
-        if self.nfa.num_states > self.max_states:
-            raise GrammarTooLargeError(
-                f"grammar needs more than {self.max_states} automaton states "
-                "(raise max_states, or tighten large bounds such as maxLength/maxItems)"
-            )
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise GrammarTooLargeError("grammar compilation exceeded its time budget")
-
-    def build(self, node: ir.Node, start: int) -> int:
-        nfa = self.nfa
-        if isinstance(node, ir.Bytes):
-            cur = start
-            for b in node.data:
-                nxt = nfa.new_state()
-                nfa.edges[cur].append((b, b, nxt))
-                cur = nxt
-            return cur
-        if isinstance(node, ir.ByteSet):
-            end = nfa.new_state()
-            for lo, hi in node.ranges:
-                nfa.edges[start].append((lo, hi, end))
-            return end
-        if isinstance(node, ir.Concat):
-            cur = start
+                self._resume(cont, out, seen)
+        elif isinstance(node, ir.Alt):
             for item in node.items:
-                cur = self.build(item, cur)
-            return cur
-        if isinstance(node, ir.Alt):
-            end = nfa.new_state()
-            for item in node.items:
-                branch = nfa.new_state()
-                nfa.eps[start].append(branch)
-                nfa.eps[self.build(item, branch)].append(end)
-            self._check()
-            return end
-        if isinstance(node, ir.Repeat):
-            return self._repeat(node, start)
-        if isinstance(node, ir.Graph):
-            mapped = [nfa.new_state() for _ in range(node.num_states)]
-            nfa.eps[start].append(mapped[node.start])
-            for src, dst, label in node.edges:
-                if label is None:
-                    nfa.eps[mapped[src]].append(mapped[dst])
-                else:
-                    entry = nfa.new_state()
-                    nfa.eps[mapped[src]].append(entry)
-                    nfa.eps[self.build(label, entry)].append(mapped[dst])
-            end = nfa.new_state()
-            for f in node.finals:
-                nfa.eps[mapped[f]].append(end)
-            self._check()
-            return end
-        raise TypeError(f"not an IR node: {node!r}")
+                if self.nonempty(item):
+                    self._enter(item, cont, out, seen)
+        elif isinstance(node, ir.Repeat):
+            self._repeat(node, 0, cont, out, seen)
+        elif isinstance(node, ir.Graph):
+            self._graph_state(node, node.start, cont, out, seen)
+        else:
+            raise TypeError(f"not an IR node: {node!r}")
 
-    def _repeat(self, node: ir.Repeat, start: int) -> int:
-        nfa = self.nfa
-        cur = start
-        for _ in range(node.min):
-            cur = self.build(node.item, cur)
-            self._check()
-        if node.max is None:
-            # A fresh hub state: the loop returns only here, never into `start`.
-            hub = nfa.new_state()
-            nfa.eps[cur].append(hub)
-            body = nfa.new_state()
-            nfa.eps[hub].append(body)
-            nfa.eps[self.build(node.item, body)].append(hub)
-            return hub
-        end = nfa.new_state()
-        for _ in range(node.max - node.min):
-            nfa.eps[cur].append(end)
-            entry = nfa.new_state()
-            nfa.eps[cur].append(entry)
-            cur = self.build(node.item, entry)
-            self._check()
-        nfa.eps[cur].append(end)
-        return end
+    def _resume(self, cont: int, out: set, seen: set) -> None:
+        key = ("resume", cont)
+        if key in seen:
+            return
+        seen.add(key)
+        if cont == DONE:
+            out.add(ACCEPT)
+            return
+        kind, node, index, parent = self._frames[cont]
+        if kind == "C":
+            if index < len(node.items):
+                self._enter(node.items[index], self._push("C", node, index + 1, parent), out, seen)
+            else:
+                self._resume(parent, out, seen)
+        elif kind == "R":
+            self._repeat(node, index, parent, out, seen)
+        else:  # "G"
+            self._graph_state(node, index, parent, out, seen)
 
+    def _repeat(self, node: ir.Repeat, done: int, parent: int, out: set, seen: set) -> None:
+        """`done` iterations of `node.item` are complete (saturated at min when unbounded)."""
+        if (node.max is None or done < node.max) and self.nonempty(node.item):
+            nxt = min(done + 1, node.min) if node.max is None else done + 1
+            self._enter(node.item, self._push("R", node, nxt, parent), out, seen)
+        if done >= node.min:
+            self._resume(parent, out, seen)
 
-def build_nfa(node: ir.Node, *, max_states: int = 1_000_000, deadline: float | None = None) -> NFA:
-    """Compile an IR tree to a trimmed NFA, refusing trees beyond the state budget."""
-    size = ir.expanded_size(node, limit=max_states)
-    if size > max_states:
-        raise GrammarTooLargeError(
-            f"grammar would need about {size:,}+ automaton states, over the budget of "
-            f"{max_states:,} (raise max_states, or tighten bounds such as maxLength/maxItems)"
-        )
-    nfa = NFA()
-    old_limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old_limit, 20_000))
-    try:
-        nfa.final = _Builder(nfa, max_states * 2 + 16, deadline).build(node, nfa.start)
-    finally:
-        sys.setrecursionlimit(old_limit)
-    nfa.trim()
-    return nfa
+    def _graph_state(self, graph: ir.Graph, state: int, parent: int, out: set, seen: set) -> None:
+        key = ("graph", id(graph), state, parent)
+        if key in seen:
+            return
+        seen.add(key)
+        _, adjacency = self._graph(graph)
+        if state in graph.finals:
+            self._resume(parent, out, seen)
+        for dst, label in adjacency.get(state, ()):
+            if label is None:
+                self._graph_state(graph, dst, parent, out, seen)
+            else:
+                self._enter(label, self._push("G", graph, dst, parent), out, seen)
+
+    # ------------------------------------------------------------ stepping
+
+    @staticmethod
+    def byte_ranges(item) -> tuple[tuple[int, int], ...]:
+        """The bytes a leaf item consumes, as inclusive ranges."""
+        leaf, offset, _ = item
+        if isinstance(leaf, ir.Bytes):
+            b = leaf.data[offset]
+            return ((b, b),)
+        return leaf.ranges
+
+    def after(self, item) -> frozenset:
+        """Items reachable once the leaf item has consumed its byte."""
+        cached = self._after.get(item)
+        if cached is None:
+            leaf, offset, cont = item
+            if isinstance(leaf, ir.Bytes) and offset + 1 < len(leaf.data):
+                cached = frozenset([(leaf, offset + 1, cont)])
+            else:
+                out: set = set()
+                old = sys.getrecursionlimit()
+                sys.setrecursionlimit(max(old, 50_000))
+                try:
+                    self._resume(cont, out, set())
+                finally:
+                    sys.setrecursionlimit(old)
+                cached = frozenset(out)
+            self._after[item] = cached
+        return cached
 
 
 def ir_accepts(node: ir.Node, data: bytes) -> bool:
-    """Whether the IR's language contains `data` (simulates the NFA; for tests)."""
-    nfa = build_nfa(node)
-    current = nfa.closure(nfa.start)
+    """Whether the IR's language contains `data` (simulates the lazy NFA; for tests)."""
+    nfa = LazyNFA(node)
+    current = nfa.start
     for b in data:
-        nxt = set()
-        for s in current:
-            for lo, hi, d in nfa.edges[s]:
-                if lo <= b <= hi:
-                    nxt.add(d)
+        nxt: set = set()
+        for item in current:
+            if item is ACCEPT:
+                continue
+            if any(lo <= b <= hi for lo, hi in nfa.byte_ranges(item)):
+                nxt |= nfa.after(item)
         if not nxt:
             return False
-        current = nfa.closure_of(nxt)
-    return nfa.final in current
+        current = nxt
+    return ACCEPT in current
