@@ -71,6 +71,7 @@ class TokenMatrix:
             np.bitwise_or.at(presence, (rows, (byte >> np.uint64(6)).astype(np.int64)),
                              np.uint64(1) << (byte & np.uint64(63)))
         self.presence = presence
+        self.slices: dict[tuple[bytes, bytes], "Slice"] = {}
         self.vocab_size = vocab.vocab_size
         self.eos_ids = np.asarray(sorted(vocab.eos_token_ids), dtype=np.int64)
 
@@ -100,31 +101,51 @@ class StateTokens:
     num_allowed: int
 
 
-def walk_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> tuple[np.ndarray, np.ndarray]:
-    """Run every token from state `sid`; return (token ids, end states) of those that
-    stay inside the language. Vectorized: one gather per byte position."""
-    dfa.expand(sid)
+@dataclass(frozen=True)
+class Slice:
+    """For states with the same first-byte set and self-loop byte set: the tokens made
+    only of self-loop bytes (allowed, ending where they began: `inside_*`) and the rows
+    that must still be walked. Shared by every such state of every grammar."""
+
+    walk_rows: np.ndarray
+    inside_ids: np.ndarray
+    inside_words: np.ndarray
+
+
+def _slice(tm: TokenMatrix, first_ok: np.ndarray, loops: np.ndarray) -> Slice:
+    key = (np.packbits(first_ok).tobytes(), np.packbits(loops).tobytes())
+    cached = tm.slices.get(key)
+    if cached is not None:
+        return cached
     n = len(tm.token_ids)
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int32)
-    row = dfa.table[sid]
-    first_ok = row >= 0
     if tm.count_by_first_byte[first_ok].sum() * 4 < n:
         buckets = [tm.rows_by_first_byte[b] for b in np.flatnonzero(first_ok)]
         rows = np.sort(np.concatenate(buckets)) if buckets else np.zeros(0, np.int64)
-        states = row[tm.columns[0][rows]]
     else:
-        states = row[tm.columns[0]]
-        rows = np.flatnonzero(states >= 0)
-        states = states[rows]
-    done_rows, done_states = [], []
-    loops = row == sid
-    if loops.any() and rows.size > 256:
+        rows = np.flatnonzero(first_ok[tm.columns[0]])
+    inside = np.zeros(0, np.int64)
+    if loops.any():
         outside = ~np.packbits(loops, bitorder="little").view("<u8")
         stays = ~(tm.presence[rows] & outside).any(axis=1)
-        done_rows.append(rows[stays])
-        done_states.append(np.full(int(stays.sum()), sid, dtype=np.int32))
-        rows, states = rows[~stays], states[~stays]
+        inside, rows = rows[stays], rows[~stays]
+    inside_ids = tm.token_ids[inside]
+    result = Slice(rows, inside_ids, pack_ids(inside_ids, tm.vocab_size))
+    with _MATRICES_LOCK:
+        if len(tm.slices) < 4096:
+            tm.slices[key] = result
+    return result
+
+
+def walk_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> tuple[Slice, np.ndarray, np.ndarray]:
+    """Run every token from state `sid`. Returns the state's slice (tokens that loop on
+    `sid` without being walked) and (token ids, end states) of the walked tokens that stay
+    inside the language. Vectorized: one gather per byte position."""
+    dfa.expand(sid)
+    row = dfa.table[sid]
+    piece = _slice(tm, row >= 0, row == sid)
+    rows = piece.walk_rows
+    states = row[tm.columns[0][rows]]
+    done_rows, done_states = [], []
     for j in range(1, tm.max_len + 1):
         # rows (sorted by length) that end at byte j are a prefix of `rows`.
         k = int(np.searchsorted(tm.lengths[rows], j, side="right"))
@@ -139,17 +160,18 @@ def walk_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> tuple[np.ndarray, np
         keep = states >= 0
         rows, states = rows[keep], states[keep]
     if not done_rows:
-        return np.zeros(0, np.int64), np.zeros(0, np.int32)
-    all_rows = np.concatenate(done_rows)
-    return tm.token_ids[all_rows], np.concatenate(done_states)
+        return piece, np.zeros(0, np.int64), np.zeros(0, np.int32)
+    return piece, tm.token_ids[np.concatenate(done_rows)], np.concatenate(done_states)
 
 
 def state_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> StateTokens:
-    ids, ends = walk_tokens(dfa, tm, sid)
-    allowed = ids
+    piece, ids, ends = walk_tokens(dfa, tm, sid)
+    extra = ids
     if dfa.accepting[sid] and tm.eos_ids.size:
-        allowed = np.concatenate([ids, tm.eos_ids])
-    words = pack_ids(allowed, tm.vocab_size)
+        extra = np.concatenate([ids, tm.eos_ids])
+    words = pack_ids(extra, tm.vocab_size)
+    if piece.inside_ids.size:
+        words = words | piece.inside_words
     moving = ends != sid
     moves = dict(zip(ids[moving].tolist(), ends[moving].tolist()))
-    return StateTokens(words=words, moves=moves, num_allowed=int(allowed.size))
+    return StateTokens(words=words, moves=moves, num_allowed=int(extra.size + piece.inside_ids.size))
