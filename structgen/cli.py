@@ -92,7 +92,7 @@ def _build_parser() -> argparse.ArgumentParser:
                      "compact = none, flexible = any JSON whitespace, bounded per run")
     gen.add_argument("--system", metavar="TEXT", default=None,
                      help="system message (default: the model's own, or the schema with --schema)")
-    gen.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr")
+    gen.add_argument("-q", "--quiet", action="store_true", help="no progress bar or timing line on stderr (the validation result is still shown)")
     gen.set_defaults(func=_cmd_generate)
 
     comp = sub.add_parser(
@@ -257,7 +257,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 def _show_bytes(data: bytes) -> str:
     try:
-        return json.dumps(data.decode("utf-8"), ensure_ascii=False) + f" ({len(data)} bytes)"
+        return repr(data.decode("utf-8")) + f" ({len(data)} bytes)"
     except UnicodeDecodeError:
         return repr(data) + f" ({len(data)} bytes)"
 
@@ -297,16 +297,16 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         tok = load_default_tokenizer()
         vocab = _default_vocabulary()
         bar.update(1)
-        bar.set_description("structgen: compiling grammar")
+        bar.set_description_str("structgen: compiling grammar")
         grammar = _compile(kind, source, vocab, args.whitespace) if kind else None
         bar.update(1)
-        bar.set_description("structgen: loading model (~20 s)")
+        bar.set_description_str("structgen: loading model (~20 s)")
         _quiet_transformers()
         from structgen import hf_generate
 
-        model = hf_generate.load_default_model()
+        model = hf_generate.load_default_model(show_progress=False)  # our own bar covers it
         bar.update(1)
-        bar.set_description("structgen: generating")
+        bar.set_description_str("structgen: generating")
         result = hf_generate.generate_with_info(
             model, tok, vocab, grammar, prompt, args.max_tokens, args.temperature,
             system=system, seed=args.seed,
@@ -326,8 +326,11 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     note(f"structgen: {result.num_tokens} tokens in {result.seconds:.1f} s ({rate:.1f} tokens/s), "
          f"finish reason: {result.finish_reason}")
     status = EXIT_OK
-    if result.finish_reason != "stop":
-        note(f"structgen: output incomplete ({result.finish_reason}; raise --max-tokens?)")
+    if result.finish_reason == "length":
+        note(f"structgen: output incomplete: cut off at --max-tokens {args.max_tokens}")
+        status = EXIT_FAILED
+    elif result.finish_reason != "stop":
+        note("structgen: output incomplete: the grammar allowed no token (dead end)")
         status = EXIT_FAILED
     if schema is not None:
         ok, message = validate_json(result.text, schema)

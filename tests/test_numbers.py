@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 from decimal import Decimal, localcontext
@@ -292,7 +293,7 @@ def test_json_dumps_of_typical_values(x):
 
 # ---------------------------------------------------------------- properties
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=int(os.environ.get("STRUCTGEN_HYPOTHESIS_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
@@ -369,3 +370,44 @@ def test_integer_range_exact(lo, width, probes):
     for p in probes + [0, 1, -1, width, width + 1, -1 - width]:
         n = lo + p
         assert accepts("integer", b, str(n)) == (lo <= n <= hi), (lo, hi, n)
+
+
+def _small_texts() -> list[str]:
+    out = ["-0"]
+    for i in range(0, 13):
+        for sign in ("", "-"):
+            out.append(f"{sign}{i}")
+            for f in range(10):
+                out.append(f"{sign}{i}.{f}")
+            for f in range(100):
+                out.append(f"{sign}{i}.{f:02d}")
+    for m in ("0", "1", "2.5", "9.99", "10", "0.5", "1.0"):
+        for e in ("e0", "e1", "e-1", "E+1", "e-2", "e2", "e01", "e-0"):
+            out += [m + e, "-" + m + e]
+    return out
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [
+        (0.25, 1.5, None, None), (None, None, -3.75, 10), (-1, None, None, 0), (None, 2.5, 0, None),
+        (0, 0, None, None), (None, None, -0.5, 0.5), (1.05, None, None, None), (None, -0.3, None, None),
+        (-12, -0.01, None, None), (3, 3, None, None), (0.1, 0.1, None, None), (None, None, 9.99, 11),
+        (10, 20, None, None), (None, None, -10, -1), (0.5, None, 0.5, None), (None, 12, None, 1.2),
+    ],
+)
+def test_exhaustive_small_texts(bounds):
+    """Every short spelling: accepted iff in range, except the documented refusals
+    ("-0", exponent with a non-normalized mantissa when bounds are present)."""
+    for t in _small_texts():
+        expected = python_valid("number", bounds, t) and decimal_valid(bounds, t)
+        got = check_sound("number", bounds, t)
+        mantissa = t.lstrip("-").lower().split("e")[0]
+        refused_by_design = t == "-0" or (
+            "e" in t.lower() and not re.fullmatch(r"[1-9](\.[0-9]+)?", mantissa) and float(mantissa) != 0
+        )
+        if not refused_by_design:
+            assert got == expected, (bounds, t)
+        is_int = INTEGER_RE.fullmatch(t.encode()) is not None
+        if is_int and t != "-0":
+            assert check_sound("integer", bounds, t) == expected, (bounds, t)

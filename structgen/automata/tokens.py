@@ -93,11 +93,11 @@ def token_matrix(vocab) -> TokenMatrix:
 
 @dataclass(frozen=True)
 class StateTokens:
-    """What one DFA state allows: the packed mask (EOS included when accepting) and the
-    next state of every allowed token that does not loop back to this state."""
+    """What one DFA state allows: the packed mask (EOS included when accepting).
+    The next state of an allowed token is found by walking its bytes through the DFA
+    table, whose rows on that path the mask computation has already built."""
 
     words: np.ndarray
-    moves: dict[int, int]
     num_allowed: int
 
 
@@ -172,6 +172,4 @@ def state_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> StateTokens:
     words = pack_ids(extra, tm.vocab_size)
     if piece.inside_ids.size:
         words = words | piece.inside_words
-    moving = ends != sid
-    moves = dict(zip(ids[moving].tolist(), ends[moving].tolist()))
-    return StateTokens(words=words, moves=moves, num_allowed=int(extra.size + piece.inside_ids.size))
+    return StateTokens(words=words, num_allowed=int(extra.size + piece.inside_ids.size))

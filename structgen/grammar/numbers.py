@@ -37,6 +37,11 @@ Documented over-constraints (valid spellings that are refused), all rare:
   round-half-even, and values between the largest double D and the bound when the
   bound is an integer that is not a double (|bound| > 2**53), may be refused.
 * A bound with more than 40 significant digits is rounded inward to 40.
+* Size caps that keep automata small: when a finite upper bound is above 10**40, texts
+  without exponent have at most 40 integer digits (integers: |n| < 10**40); when a
+  positive lower bound is below 1e-30, texts without exponent must be >= 1e-30
+  (exclusiveMinimum 0 would otherwise need a 330-state chain to reject
+  "0.000...0001" texts that round to 0.0). Exponent notation covers the rest.
 * Infinite bounds: +inf upper / -inf lower are ignored (except an exclusive one,
   which forbids overflow to inf); a text that overflows to +-inf is never produced
   where only inf would satisfy the bound (minimum: inf -> nothing).
@@ -53,9 +58,11 @@ from typing import Optional, Tuple
 from structgen.errors import SchemaError
 from structgen.grammar import ir
 
-__all__ = ["integer_ir", "number_ir", "number_bounds_empty", "MAX_SIG_DIGITS"]
+__all__ = ["integer_ir", "number_ir", "number_bounds_empty", "JSON_INTEGER", "JSON_NUMBER"]
 
 MAX_SIG_DIGITS = 40
+PLAIN_MAX_DIGITS = 40  # integer digits of a text without exponent, when an upper bound allows more
+PLAIN_MIN_EXP = -30  # smallest magnitude written without exponent, when a lower bound > 0 exists
 
 _D = ir.byte_range(0x30, 0x39)  # [0-9]
 _NZ = ir.byte_range(0x31, 0x39)  # [1-9]
@@ -242,6 +249,8 @@ def _pow10(e: int) -> Fraction:
 
 def _floor_log10(q: Fraction) -> int:
     """e with 10**e <= q < 10**(e+1), for q > 0 (exact)."""
+    if q <= 0:
+        raise ValueError("_floor_log10 needs a positive value")
     e = len(str(q.numerator)) - len(str(q.denominator))
     while _pow10(e) > q:
         e -= 1
@@ -282,60 +291,56 @@ def _split(q: Fraction) -> Tuple[int, str]:
 # ---------------------------------------------------------------- integer ranges
 
 
-def _fixed_ge(s: str) -> ir.Node:
-    """Digit strings of length len(s) that are >= s."""
-    n = len(s)
-    if s.strip("0") == "":
-        return ir.rep(_D, n, n)
-    x = ord(s[0])
-    rest = s[1:]
-    if rest.strip("0") == "":
-        return ir.seq(ir.byte_range(x, 0x39), ir.rep(_D, n - 1, n - 1))
-    return ir.alt(
-        ir.seq(ir.byte_range(x + 1, 0x39), ir.rep(_D, n - 1, n - 1)) if x < 0x39 else ir.NOTHING,
-        ir.seq(ir.lit(s[0]), _fixed_ge(rest)),
-    )
-
-
-def _fixed_le(t: str) -> ir.Node:
-    """Digit strings of length len(t) that are <= t."""
-    n = len(t)
-    if t.strip("9") == "":
-        return ir.rep(_D, n, n)
-    y = ord(t[0])
-    rest = t[1:]
-    if rest.strip("9") == "":
-        return ir.seq(ir.byte_range(0x30, y), ir.rep(_D, n - 1, n - 1))
-    return ir.alt(
-        ir.seq(ir.byte_range(0x30, y - 1), ir.rep(_D, n - 1, n - 1)) if y > 0x30 else ir.NOTHING,
-        ir.seq(ir.lit(t[0]), _fixed_le(rest)),
-    )
-
-
 def _fixed_between(s: str, t: str) -> ir.Node:
-    """Digit strings of length len(s) == len(t) between s and t inclusive (s <= t)."""
+    """Digit strings of length len(s) == len(t) between s and t inclusive (s <= t).
+
+    Built as an explicit automaton (ir.Graph) over states (position, still equal to a
+    prefix of s, still equal to a prefix of t), so that every way of leaving the bounds
+    early converges on one "free" chain: the DFA stays linear in the number of digits
+    (a tree of per-level alternatives would determinize to O(n^2) states).
+    """
     n = len(s)
-    p = 0
-    while p < n and s[p] == t[p]:
-        p += 1
-    if p == n:
-        return ir.lit(s)
-    head = ir.lit(s[:p])
-    s2, t2 = s[p:], t[p:]
-    x, y = ord(s2[0]), ord(t2[0])
-    rest = len(s2) - 1
-    lo_free = s2[1:].strip("0") == ""
-    hi_free = t2[1:].strip("9") == ""
-    parts = []
-    first = x if lo_free else x + 1
-    last = y if hi_free else y - 1
-    if not lo_free:
-        parts.append(ir.seq(ir.lit(s2[0]), _fixed_ge(s2[1:])))
-    if first <= last:
-        parts.append(ir.seq(ir.byte_range(first, last), ir.rep(_D, rest, rest)))
-    if not hi_free:
-        parts.append(ir.seq(ir.lit(t2[0]), _fixed_le(t2[1:])))
-    return ir.seq(head, ir.alt(*parts))
+    index: dict = {}
+    edges: list = []
+
+    def state(i: int, lt: bool, ht: bool) -> int:
+        # a tight flag whose remaining bound is all 0s (lower) / all 9s (upper) constrains nothing
+        if lt and s[i:].strip("0") == "":
+            lt = False
+        if ht and t[i:].strip("9") == "":
+            ht = False
+        key = (i, lt, ht)
+        sid = index.get(key)
+        if sid is None:
+            sid = index[key] = len(index)
+            todo.append(key)
+        return sid
+
+    todo: list = []
+    start = state(0, True, True)
+    done = 0
+    while done < len(todo):
+        i, lt, ht = todo[done]
+        done += 1
+        if i == n:
+            continue
+        src = index[(i, lt, ht)]
+        lo = ord(s[i]) if lt else 0x30
+        hi = ord(t[i]) if ht else 0x39
+        if lo > hi:
+            continue
+        groups: dict = {}
+        for d in range(lo, hi + 1):
+            nlt = lt and d == ord(s[i])
+            nht = ht and d == ord(t[i])
+            groups.setdefault((nlt, nht), []).append(d)
+        for (nlt, nht), ds in groups.items():
+            dst = state(i + 1, nlt, nht)
+            edges.append((src, dst, ir.byteset([(d, d) for d in ds])))
+    finals = tuple(sid for (i, _, _), sid in index.items() if i == n)
+    if not finals:
+        return ir.NOTHING
+    return ir.Graph(len(index), start, finals, tuple(edges))
 
 
 def _simplify_lower(a: int) -> int:
@@ -404,11 +409,11 @@ def _int_texts(lo: Optional[int], hi: Optional[int]) -> ir.Node:
     parts = []
     a = 0 if lo is None else max(lo, 0)
     if hi is None or hi >= a:
-        parts.append(_canon_range(a, hi))
+        parts.append(_canon_range(a, _cap_int(a, hi)))
     mlo = 1 if hi is None else max(1, -hi)
     mhi = None if lo is None else -lo
     if mhi is None or mhi >= mlo:
-        parts.append(ir.seq(_MINUS, _canon_range(mlo, mhi)))
+        parts.append(ir.seq(_MINUS, _canon_range(mlo, _cap_int(mlo, mhi))))
     return ir.alt(*parts)
 
 
@@ -579,6 +584,8 @@ def _exp_text(e1: Optional[int], e2: Optional[int]) -> ir.Node:
 
 def _usci(lo: Threshold, hi: Threshold, frac: _Frac) -> ir.Node:
     """Normalized scientific texts [1-9](.F)?e[+-]?N with value in [lo, hi] (value > 0)."""
+    if hi is not None and hi[0] <= 0:
+        return ir.NOTHING
     e_lo = _floor_log10(lo[0]) if lo is not None and lo[0] > 0 else None
     e_hi = _floor_log10(hi[0]) if hi is not None else None
     one = (Fraction(1), False)
@@ -607,10 +614,35 @@ def _ufloat(lo: Threshold, hi: Threshold, frac: _Frac) -> ir.Node:
     lo, hi = norm
     if lo is None and hi is None:
         return _UFLOAT_ANY
-    parts = [_udec(lo, hi, True, frac), _usci(lo, hi, frac)]
+    parts = [_udec(*_plain_caps(lo, hi), True, frac), _usci(lo, hi, frac)]
     if lo is None:  # 0 is in range
         parts.append(_ZERO_EXP)
     return ir.alt(*parts)
+
+
+def _plain_caps(lo: Threshold, hi: Threshold):
+    """Narrow the magnitudes written without an exponent (sound: only refuses texts).
+
+    A plain text below 10**PLAIN_MIN_EXP (more than 30 zeros after the point) is refused
+    when a positive lower bound exists, and one of more than PLAIN_MAX_DIGITS integer
+    digits when a larger upper bound exists; exponent notation still covers both. This
+    keeps e.g. exclusiveMinimum 0 (threshold 5e-324) from costing a 330-state chain.
+    """
+    tiny = _pow10(PLAIN_MIN_EXP)
+    huge = _pow10(PLAIN_MAX_DIGITS)
+    if lo is not None and 0 < lo[0] < tiny:
+        lo = (tiny, False)
+    if hi is not None and hi[0] > huge and (lo is None or lo[0] < huge):
+        hi = (huge, True)
+    return lo, hi
+
+
+def _cap_int(lo: int, hi: Optional[int]) -> Optional[int]:
+    """Cap an integer text's magnitude at PLAIN_MAX_DIGITS digits when the bound allows more."""
+    cap = 10**PLAIN_MAX_DIGITS - 1
+    if hi is not None and hi > cap and lo <= cap:
+        return cap
+    return hi
 
 
 def _float_texts(flo: Threshold, fhi: Threshold) -> ir.Node:
