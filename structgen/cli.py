@@ -232,12 +232,18 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     allowed = int(np.unpackbits(mask[0].view(np.uint8), bitorder="little")[: vocab.vocab_size].sum())
     forced = matcher.forced_bytes()
     stats = grammar.stats
+    # The automaton's size as the compiler reports it: NFA states where the NFA is built
+    # up front, else the IR positions a lazy NFA can expand to.
+    size_key = next((k for k in ("nfa_states", "ir_size") if isinstance(stats.get(k), int)), None)
+    dfa = getattr(grammar, "dfa", None)
     report = {
         "kind": kind,
         "vocabulary": vocab.name,
         "vocab_size": vocab.vocab_size,
         "compile_s": stats.get("compile_s", compile_s),
-        "nfa_states": stats.get("nfa_states"),
+        "nfa_states": stats.get(size_key) if size_key else None,
+        "nfa_states_source": size_key,
+        "dfa_states": getattr(dfa, "num_states", None),
         "first_mask_allowed": allowed,
         "first_mask_s": mask_s,
         "forced_prefix": forced.decode("utf-8", errors="replace"),
@@ -249,7 +255,10 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     print(f"kind:           {kind}")
     print(f"vocabulary:     {vocab.name} ({vocab.vocab_size} tokens, loaded in {vocab_s:.2f} s)")
     print(f"compile time:   {report['compile_s'] * 1e3:.2f} ms")
-    print(f"NFA states:     {report['nfa_states']}")
+    label = {"nfa_states": "NFA states", "ir_size": "NFA positions"}.get(size_key, "NFA states")
+    print(f"{label + ':':<16}{report['nfa_states'] if size_key else 'n/a'}"
+          + (" (lazy: the expanded grammar IR's positions)" if size_key == "ir_size" else ""))
+    print(f"DFA states:     {report['dfa_states']} (built so far, lazily)")
     print(f"first mask:     {allowed} of {vocab.vocab_size} tokens allowed ({mask_s * 1e3:.2f} ms)")
     print(f"forced prefix:  {_show_bytes(forced)}")
     return EXIT_OK

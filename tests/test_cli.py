@@ -112,7 +112,7 @@ def test_compile_regex_human_readable_report():
     proc = run_cli("compile", "--regex", "[0-9]{3}-[0-9]{4}")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    for label in ("compile time:", "NFA states:", "first mask:", "forced prefix:"):
+    for label in ("compile time:", "NFA ", "DFA states:", "first mask:", "forced prefix:"):
         assert label in out, out
     allowed_line = next(line for line in out.splitlines() if line.startswith("first mask:"))
     allowed = int(allowed_line.split(":")[1].split()[0])

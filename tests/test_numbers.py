@@ -104,7 +104,8 @@ special_floats = st.sampled_from(
     [0.0, -0.0, 0.1, 0.3, 0.5, 1.0, -1.0, 1e-05, 1e16, 1e20, 1e23, 1e308, -1e308, 5e-324, 2.5, 1e-300,
      sys.float_info.max, -sys.float_info.max, math.inf, -math.inf]
 )
-bound_values = st.one_of(small_ints, big_ints, short_floats, any_floats, special_floats)
+decimals = st.sampled_from([Decimal("0.1"), Decimal("-2.5"), Decimal("1E+30"), Decimal("0.3"), Decimal("7")])
+bound_values = st.one_of(small_ints, big_ints, short_floats, any_floats, special_floats, decimals)
 # ordinary bounds: where every in-range json.dumps output must be accepted
 ordinary_values = st.one_of(small_ints, short_floats, st.integers(-(2**53), 2**53),
                             st.floats(-(2.0**53), 2.0**53, allow_nan=False))
@@ -221,6 +222,10 @@ def test_bad_bounds_raise_schema_error():
             number_ir(minimum=bad)
         with pytest.raises(SchemaError):
             integer_ir(exclusive_maximum=bad)
+    with pytest.raises(SchemaError) as info:
+        number_bounds_empty(maximum="x", pointer="/properties/age")
+    assert info.value.pointer == "/properties/age"
+    assert "maximum" in str(info.value)
 
 
 def test_huge_bounds_build_and_stay_sound():

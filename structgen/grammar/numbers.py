@@ -93,15 +93,15 @@ _IMPOSSIBLE = "impossible"
 # ---------------------------------------------------------------- bound parsing
 
 
-def _check(name: str, value):
+def _check(name: str, value, pointer: str):
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal, Fraction)):
-        raise SchemaError(f"{name} must be a number, got {value!r}")
+        raise SchemaError(f"{name} must be a number, got {value!r}", pointer)
     if isinstance(value, float) and math.isnan(value):
-        raise SchemaError(f"{name} must not be NaN")
+        raise SchemaError(f"{name} must not be NaN", pointer)
     if isinstance(value, Decimal) and value.is_nan():
-        raise SchemaError(f"{name} must not be NaN")
+        raise SchemaError(f"{name} must not be NaN", pointer)
     return value
 
 
@@ -168,11 +168,11 @@ class _Bounds:
     flo/fhi: thresholds for texts with '.'/'e'; `int_impossible`/`float_impossible`.
     """
 
-    def __init__(self, minimum, maximum, exclusive_minimum, exclusive_maximum):
-        minimum = _check("minimum", minimum)
-        maximum = _check("maximum", maximum)
-        exclusive_minimum = _check("exclusiveMinimum", exclusive_minimum)
-        exclusive_maximum = _check("exclusiveMaximum", exclusive_maximum)
+    def __init__(self, minimum, maximum, exclusive_minimum, exclusive_maximum, pointer: str = ""):
+        minimum = _check("minimum", minimum, pointer)
+        maximum = _check("maximum", maximum, pointer)
+        exclusive_minimum = _check("exclusiveMinimum", exclusive_minimum, pointer)
+        exclusive_maximum = _check("exclusiveMaximum", exclusive_maximum, pointer)
         self.unbounded = True
         self.int_impossible = False
         self.float_impossible = False
@@ -657,9 +657,14 @@ def _float_texts(flo: Threshold, fhi: Threshold) -> ir.Node:
 # ---------------------------------------------------------------- public API
 
 
-def integer_ir(minimum=None, maximum=None, exclusive_minimum=None, exclusive_maximum=None) -> ir.Node:
-    """JSON integer texts (0|-?[1-9][0-9]*, never "-0") within the bounds; ir.NOTHING if none."""
-    b = _Bounds(minimum, maximum, exclusive_minimum, exclusive_maximum)
+def integer_ir(
+    minimum=None, maximum=None, exclusive_minimum=None, exclusive_maximum=None, *, pointer: str = ""
+) -> ir.Node:
+    """JSON integer texts (0|-?[1-9][0-9]*, never "-0") within the bounds; ir.NOTHING if none.
+
+    `pointer` (the subschema's JSON pointer) goes into the SchemaError for a bad bound.
+    """
+    b = _Bounds(minimum, maximum, exclusive_minimum, exclusive_maximum, pointer)
     if b.unbounded:
         return JSON_INTEGER
     if b.int_impossible:
@@ -667,9 +672,11 @@ def integer_ir(minimum=None, maximum=None, exclusive_minimum=None, exclusive_max
     return _int_texts(b.int_lo, b.int_hi)
 
 
-def number_ir(minimum=None, maximum=None, exclusive_minimum=None, exclusive_maximum=None) -> ir.Node:
+def number_ir(
+    minimum=None, maximum=None, exclusive_minimum=None, exclusive_maximum=None, *, pointer: str = ""
+) -> ir.Node:
     """JSON number texts within the bounds (see the module docstring); ir.NOTHING if none."""
-    b = _Bounds(minimum, maximum, exclusive_minimum, exclusive_maximum)
+    b = _Bounds(minimum, maximum, exclusive_minimum, exclusive_maximum, pointer)
     if b.unbounded:
         return JSON_NUMBER
     parts = []
@@ -681,7 +688,13 @@ def number_ir(minimum=None, maximum=None, exclusive_minimum=None, exclusive_maxi
 
 
 def number_bounds_empty(
-    minimum=None, maximum=None, exclusive_minimum=None, exclusive_maximum=None, *, integer: bool = False
+    minimum=None,
+    maximum=None,
+    exclusive_minimum=None,
+    exclusive_maximum=None,
+    *,
+    integer: bool = False,
+    pointer: str = "",
 ) -> bool:
     """True when no text of the type (integer if `integer`, else number) meets the bounds.
 
@@ -691,4 +704,4 @@ def number_bounds_empty(
     compiler decides whether to raise. Raises SchemaError for a non-numeric or NaN bound.
     """
     build = integer_ir if integer else number_ir
-    return ir.is_nothing(build(minimum, maximum, exclusive_minimum, exclusive_maximum))
+    return ir.is_nothing(build(minimum, maximum, exclusive_minimum, exclusive_maximum, pointer=pointer))
