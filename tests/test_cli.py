@@ -96,7 +96,7 @@ def test_compile_choice_report():
     report = compile_report("--choice", "yes", "no")
     assert report["kind"] == "choice"
     assert report["vocab_size"] == 49152
-    assert isinstance(report["nfa_states"], int) and report["nfa_states"] > 0
+    assert isinstance(report["ir_positions"], int) and report["ir_positions"] > 0
     assert report["compile_s"] >= 0
     # tokens that start "yes" or "no" ("y", "ye", "yes", "n", "no", ...): a few, not all
     assert 2 <= report["first_mask_allowed"] < 100
@@ -112,7 +112,7 @@ def test_compile_regex_human_readable_report():
     proc = run_cli("compile", "--regex", "[0-9]{3}-[0-9]{4}")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    for label in ("compile time:", "NFA ", "DFA states:", "first mask:", "forced prefix:"):
+    for label in ("compile time:", "IR positions:", "DFA states:", "first mask:", "forced prefix:"):
         assert label in out, out
     allowed_line = next(line for line in out.splitlines() if line.startswith("first mask:"))
     allowed = int(allowed_line.split(":")[1].split()[0])
@@ -169,7 +169,7 @@ def json_front_end():
 def test_compile_schema_inline(json_front_end, whitespace, prefix):
     report = compile_report("--whitespace", whitespace, json.dumps(PERSON_SCHEMA))
     assert report["kind"] == "json_schema"
-    assert report["nfa_states"] > 0
+    assert report["ir_positions"] > 0
     assert report["first_mask_allowed"] >= 1
     # properties follow the schema's order and both are required: the first key is forced
     assert report["forced_prefix"].startswith('{"name"')

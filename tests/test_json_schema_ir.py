@@ -425,7 +425,18 @@ def test_contains():
         accepted=[["x", "x"], ["x", 1, "x"]],
         rejected=[["x"], ["x", 1, 2, "x"]],
     )
-    raises(UnsupportedKeywordError, {"type": "array", "contains": {}, "maxContains": 1}, "/contains", "maxContains")
+    # maxContains: other elements must provably not match the contains schema
+    check(
+        {"type": "array", "contains": {"const": "x"}, "maxContains": 1},
+        accepted=[["x"], ["x", 1], [1, "x", 2]],
+        rejected=[[], ["x", "x"], [1, 2]],
+    )
+    check(
+        {"type": "array", "contains": {"type": "integer"}, "minContains": 2, "maxContains": 3},
+        accepted=[[1, 2], ["a", 1, 2, 3]],
+        rejected=[[1], [1, 2, 3, 4], ["a"]],
+    )
+    raises(UnsupportedKeywordError, {"type": "array", "contains": {"pattern": "a"}, "maxContains": 1}, "/contains", "maxContains")
 
 
 def test_unique_items():
@@ -959,7 +970,7 @@ def _schemas(depth: int):
             },
         ),
         st.fixed_dictionaries({"items": sub}, optional={"prefixItems": st.lists(sub, max_size=2), "maxItems": st.integers(0, 3)}),
-        st.fixed_dictionaries({"contains": sub}, optional={"minContains": st.integers(0, 2)}),
+        st.fixed_dictionaries({"contains": sub}, optional={"minContains": st.integers(0, 2), "maxContains": st.integers(1, 2)}),
         st.fixed_dictionaries({"propertyNames": st.fixed_dictionaries({"pattern": st.sampled_from(PATTERNS)})}),
         st.fixed_dictionaries({"anyOf": st.lists(sub, min_size=1, max_size=3)}),
         st.fixed_dictionaries({"oneOf": st.lists(sub, min_size=1, max_size=3)}),

@@ -18,7 +18,7 @@ from decimal import Decimal, localcontext
 from functools import lru_cache
 
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from structgen.errors import SchemaError
@@ -298,7 +298,11 @@ def test_json_dumps_of_typical_values(x):
 
 # ---------------------------------------------------------------- properties
 
-SETTINGS = settings(max_examples=int(os.environ.get("STRUCTGEN_HYPOTHESIS_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("STRUCTGEN_HYPOTHESIS_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @SETTINGS

@@ -20,22 +20,37 @@ surrogate pairs); literal keys and enum/const values accept the spellings of
 `json.dumps(v)` and `json.dumps(v, ensure_ascii=False)` (and "1" for a float 1.0).
 
 Documented choices (where we accept a subset of the valid texts):
-  * Object properties are emitted in the order the schema declares them (`properties`
-    order, then names that are only in `required`); undeclared properties (allowed by
-    `additionalProperties` / `patternProperties`) come after all declared ones.
+  * Object properties are emitted in the schema's textual order: `properties` of each
+    subschema in the order they appear (a `$ref`/`allOf`/`anyOf`/`oneOf` placed before
+    `properties` contributes its properties first), then names that are only in
+    `required`; undeclared properties (allowed by `additionalProperties` /
+    `patternProperties`) come after all declared ones.
   * "Any JSON value" (`{}`, `true`, absent `items`/`additionalProperties`) is bounded to
     `max_any_depth` levels of nesting; deeper values are rejected.
   * `const`/`enum` objects are written with their keys in the order given in the schema.
   * Numbers: `type: integer` accepts integer spellings only (not "1.0"); numbers with
-    `multipleOf` (integer-valued) accept integer spellings only.
+    `multipleOf` (integer-valued) accept integer spellings only; "a number that is not
+    an integer" (e.g. `oneOf: [{type: integer}, {type: number}]`) is only expressed
+    without bounds, as plain decimals of at most 15 significant digits.
+  * `pattern`/`format` with length bounds are intersected exactly (a product automaton)
+    while that stays small; for a long `maxLength` over a big pattern, every repetition
+    in the pattern is capped (the largest cap that keeps matches within maxLength).
+  * `not`, the `else` side of `if`, and `oneOf` exclusions use the exact negation of a
+    subschema where it can be written, otherwise the part its negatable keywords give
+    (a subset); where that part leaves nothing, the keyword is refused instead.
+  * `oneOf`: branches must be provably mutually exclusive; where they are not, a branch
+    is strengthened (a discriminating property becomes required, or an array of
+    disjoint items must be non-empty) or intersected with the others' negations;
+    otherwise refused.
   * Values excluded by `not`/`if` (e.g. `not: {const: "x"}`) that cannot be expressed
     exactly next to other constraints of the same type drop that type.
   * `uniqueItems` on an array of a finite set of scalars emits the values in schema order.
-  * `oneOf`: accepted only where the branches are provably mutually exclusive (or can be
-    made so by negating the other branches exactly); otherwise refused.
+  * `dependentRequired` names that no `properties` declares are emitted before the
+    property that triggers them.
+  * `format` is enforced (assertion), never used to prove two branches disjoint.
   * Keywords no JSON Schema draft gives a validation meaning to (vendor `x-*`, `title`,
     `javaType`, OpenAPI `nullable`/`discriminator`, ...) are annotations and ignored,
-    as the spec says; `unknown_keywords="error"` refuses them instead.
+    as the spec says; see `JsonOptions.unknown_keywords` for misspellings.
 Known limitation: a regular language cannot forbid duplicate undeclared keys, so
 `minProperties` counted over undeclared keys may be met by a text that repeats a key.
 
@@ -2483,19 +2498,40 @@ class _Compiler:
         return ir.alt(*parts)
 
     def _array_contains(self, s, depth, elems, rest, lo, hi) -> ir.Node:
+        """Arrays with `contains`: a Graph over (index, matches so far). Elements either
+        satisfy the contains schema (counted) or not. Without maxContains a "plain"
+        element may match or not (counting only proven matches keeps minContains sound);
+        with maxContains, plain elements must satisfy the NEGATION of the contains schema
+        (exact, or a subset of it), so the count is exact."""
         st = self.style
         if len(s.contains) > 1:
             self.refuse("contains", s.contains[1][3], "several 'contains' on one array are not supported")
         items, cmin, cmax, cptr = s.contains[0]
-        if cmax is not None and (hi is None or cmax < hi):
-            self.refuse("maxContains", cptr, "maxContains is not supported")
+        if cmax is not None and hi is not None and cmax >= hi:
+            cmax = None  # cannot be exceeded
+        if cmax is not None and cmin > cmax:
+            return ir.NOTHING
         if s.unique and (hi is None or hi > 1):
             self.refuse("uniqueItems", s.unique, "uniqueItems together with contains is not supported")
         k = len(elems)
         hits = [self.value(self._elem_items(s, i) + items, depth + 1) for i in range(k)]
         rest_hit = self.value(self._elem_items(s, None) + items, depth + 1)
+        if cmax is not None:
+            (raw, ptr, chain), = items
+            neg, _exact = self.negate(raw, ptr, chain)
+            if neg is None:
+                self.refuse("maxContains", cptr, "the contains schema cannot be negated")
+                cmax = None
+            else:
+                def misses(i: int | None) -> ir.Node:
+                    base = self._elem_items(s, i)
+                    return ir.alt(*(self.value(base + [(a, cptr, chain)], depth + 1) for a in neg))
+
+                elems = [misses(i) for i in range(k)]
+                rest = misses(None)
+        top = cmin if cmax is None else cmax  # count states 0..top (saturating without max)
         cap = max(k, lo, 1) if hi is None else hi
-        if (cap + 1) * (cmin + 1) > 100_000:
+        if (cap + 1) * (top + 1) > 100_000:
             raise GrammarTooLargeError("array bounds with contains need too many states")
         ids: dict = {}
 
@@ -2507,7 +2543,7 @@ class _Compiler:
         edges = []
         final = sid("end")
         for i in range(cap + 1):
-            for c in range(cmin + 1):
+            for c in range(top + 1):
                 src = sid((i, c))
                 if i >= lo and c >= cmin:
                     edges.append((src, final, st.empty(depth, "", "]") if i == 0 else ir.seq(st.close(depth), ir.lit("]"))))
@@ -2518,7 +2554,8 @@ class _Compiler:
                 plain = elems[i] if i < k else rest
                 hit = hits[i] if i < k else rest_hit
                 edges.append((src, sid((ni, c)), ir.seq(pre, plain)))
-                edges.append((src, sid((ni, min(c + 1, cmin))), ir.seq(pre, hit)))
+                if cmax is None or c + 1 <= cmax:
+                    edges.append((src, sid((ni, min(c + 1, top))), ir.seq(pre, hit)))
         g = _graph(len(ids), sid((0, 0)), [final], edges)
         return ir.seq(ir.lit("["), g)
 

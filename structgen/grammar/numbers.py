@@ -1,8 +1,9 @@
 """JSON integer and number lexemes restricted to numeric bounds, as byte-level IR.
 
-    integer_ir(minimum, maximum, exclusive_minimum, exclusive_maximum) -> ir.Node
-    number_ir(minimum, maximum, exclusive_minimum, exclusive_maximum)  -> ir.Node
-    number_bounds_empty(..., integer=False) -> bool
+    integer_ir(minimum, maximum, exclusive_minimum, exclusive_maximum, *, pointer="") -> ir.Node
+    number_ir(minimum, maximum, exclusive_minimum, exclusive_maximum, *, pointer="")  -> ir.Node
+    number_bounds_empty(..., *, integer=False, pointer="") -> bool
+    JSON_INTEGER, JSON_NUMBER: the unbounded lexemes
 
 Bounds are the values of the draft 2020-12 keywords `minimum`, `maximum`,
 `exclusiveMinimum`, `exclusiveMaximum` (int, float or Decimal; None = absent). A bound
@@ -22,8 +23,9 @@ the two ways validators read numbers:
 
 For a text with `.`/`e` the grammar therefore requires  x <= min(R, repr(D))  where R
 is the bound's decimal value and D the largest double that satisfies the bound (and
-symmetrically for lower bounds). Every in-range `json.dumps(float)` output is accepted
-(shortest repr is monotone), and every in-range `json.dumps(int)` output too.
+symmetrically for lower bounds). For bounds that are doubles or integers below 2**53,
+every in-range `json.dumps(float)` output is accepted (shortest repr is monotone), and
+every in-range `json.dumps(int)` output too (up to the size caps below).
 
 Documented over-constraints (valid spellings that are refused), all rare:
 * "-0" is never produced (0 is written "0"; "-0.0" is allowed when 0 is in range).
@@ -33,9 +35,11 @@ Documented over-constraints (valid spellings that are refused), all rare:
   are refused. (Without bounds the full JSON number grammar is returned; a sign that
   is unbounded in its direction, e.g. positives with minimum <= 0 and no maximum, also
   gets the full grammar.)
-* Texts within half an ulp of a bound whose rounding would be decided by
-  round-half-even, and values between the largest double D and the bound when the
-  bound is an integer that is not a double (|bound| > 2**53), may be refused.
+* A '.'/'e' text lying between repr(D) and the rounding midpoint next to D (a 17+
+  digit spelling that Python would round onto D, e.g. "0.99999999999999994" under
+  exclusiveMaximum 1) is refused; so are values between D and an integer bound that is
+  not a double (|bound| > 2**53), and integers between a float bound's exact value and
+  its repr (only possible above 2**53).
 * A bound with more than 40 significant digits is rounded inward to 40.
 * Size caps that keep automata small: when a finite upper bound is above 10**40, texts
   without exponent have at most 40 integer digits (integers: |n| < 10**40); when a
