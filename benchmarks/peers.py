@@ -40,40 +40,16 @@ def _bit(words, tok: int) -> bool:
 
 
 def token_bytes_table(tokenizer) -> dict[int, bytes]:
-    """Exact bytes of every (non-special) token id of a Hugging Face tokenizer.
+    """Exact bytes of every normal token id (special tokens left out), from structgen's
+    Vocabulary: the same table for every engine, so no peer is fed a different vocabulary."""
+    from structgen.vocab import Vocabulary
 
-    Handles byte-level BPE (GPT-2 `Ġ` alphabet) and SentencePiece (`▁`, `<0xNN>`).
-    Special/added control tokens are left out.
-    """
-    vocab = tokenizer.get_vocab()
-    special = set(tokenizer.all_special_ids)
-    try:
-        added = {tid for tid, t in tokenizer.added_tokens_decoder.items() if t.special}
-    except AttributeError:
-        added = set()
-    special |= added
-    # GPT-2 byte <-> unicode map
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    u2b = {chr(c): b for b, c in zip(bs, cs)}
-    byte_level = all(ch in u2b for ch in "".join(list(vocab)[:2000]) if ch not in "▁")
-    out: dict[int, bytes] = {}
-    for tok_str, tid in vocab.items():
-        if tid in special:
-            continue
-        if byte_level and all(ch in u2b for ch in tok_str):
-            out[tid] = bytes(u2b[ch] for ch in tok_str)
-        elif len(tok_str) == 6 and tok_str.startswith("<0x") and tok_str.endswith(">"):
-            out[tid] = bytes([int(tok_str[3:5], 16)])
-        else:
-            out[tid] = tok_str.replace("▁", " ").encode("utf-8")
-    return out
+    vocab = Vocabulary.from_tokenizer(tokenizer)
+    return {
+        tid: data
+        for tid, data in enumerate(vocab.token_bytes)
+        if data and tid not in vocab.special_ids and tid not in vocab.eos_token_ids
+    }
 
 
 class Adapter:
