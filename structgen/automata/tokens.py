@@ -61,19 +61,30 @@ class TokenMatrix:
         first = self.columns[0] if len(self.token_ids) else np.zeros(0, np.uint8)
         self.rows_by_first_byte = [np.flatnonzero(first == b) for b in range(256)]
         self.count_by_first_byte = np.array([len(r) for r in self.rows_by_first_byte])
-        # Which byte values occur in each token, as 256-bit sets (4 x uint64): lets a
-        # state skip the walk for tokens made only of bytes that loop on it (the
-        # bodies of JSON strings, digit runs), which are allowed and end where they began.
-        presence = np.zeros((len(self.token_ids), 4), dtype=np.uint64)
-        for j, col in enumerate(self.columns):
-            rows = np.flatnonzero(self.lengths > j)
-            byte = col[rows].astype(np.uint64)
-            np.bitwise_or.at(presence, (rows, (byte >> np.uint64(6)).astype(np.int64)),
-                             np.uint64(1) << (byte & np.uint64(63)))
-        self.presence = presence
+        # Which byte values occur in each token (and in its bytes after the first), as
+        # 256-bit sets (4 x uint64): lets a walk skip tokens whose (remaining) bytes all
+        # loop on the state they are in -- the bodies of JSON strings, digit runs, keys
+        # past the declared names -- which end where they began.
+        self.presence = self._byte_presence(start=0)
+        self.tail_presence = self._byte_presence(start=1)
         self.slices: dict[tuple[bytes, bytes], "Slice"] = {}
         self.vocab_size = vocab.vocab_size
         self.eos_ids = np.asarray(sorted(vocab.eos_token_ids), dtype=np.int64)
+
+    def _byte_presence(self, start: int) -> np.ndarray:
+        presence = np.zeros((len(self.token_ids), 4), dtype=np.uint64)
+        for j in range(start, len(self.columns)):
+            rows = np.flatnonzero(self.lengths > j)
+            byte = self.columns[j][rows].astype(np.uint64)
+            words = (byte >> np.uint64(6)).astype(np.int64)
+            np.bitwise_or.at(presence, (rows, words), np.uint64(1) << (byte & np.uint64(63)))
+        return presence
+
+
+def _outside_bits(loops: np.ndarray) -> np.ndarray:
+    """The bytes NOT in a 256-entry boolean set, as 4 x uint64, ready to test token
+    byte sets against: `(presence & outside).any(axis=1)` is False for tokens inside."""
+    return ~np.packbits(loops, bitorder="little").view("<u8")
 
 
 _MATRICES: dict[str, TokenMatrix] = {}
@@ -125,7 +136,7 @@ def _slice(tm: TokenMatrix, first_ok: np.ndarray, loops: np.ndarray) -> Slice:
         rows = np.flatnonzero(first_ok[tm.columns[0]])
     inside = np.zeros(0, np.int64)
     if loops.any():
-        outside = ~np.packbits(loops, bitorder="little").view("<u8")
+        outside = _outside_bits(loops)
         stays = ~(tm.presence[rows] & outside).any(axis=1)
         inside, rows = rows[stays], rows[~stays]
     inside_ids = tm.token_ids[inside]
@@ -156,12 +167,34 @@ def walk_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> tuple[Slice, np.ndar
         if rows.size == 0 or j == tm.max_len:
             break
         dfa.ensure_expanded(states)
+        if j == 1 and rows.size > 512:
+            rows, states = _finish_looping(dfa, tm, rows, states, done_rows, done_states)
         states = dfa.table[states, tm.columns[j][rows]]
         keep = states >= 0
         rows, states = rows[keep], states[keep]
     if not done_rows:
         return piece, np.zeros(0, np.int64), np.zeros(0, np.int32)
     return piece, tm.token_ids[np.concatenate(done_rows)], np.concatenate(done_states)
+
+
+def _finish_looping(dfa, tm, rows, states, done_rows, done_states):
+    """After the first byte: tokens whose remaining bytes all loop on the state they
+    reached end there. Checked for the states many tokens reached (e.g. the body of a
+    key after its opening quote); the other rows are returned to be walked on."""
+    counts = np.bincount(states)
+    for state in np.flatnonzero(counts > 256).tolist():
+        loops = dfa.table[state] == state
+        if not loops.any():
+            continue
+        outside = _outside_bits(loops)
+        here = np.flatnonzero(states == state)
+        stays = here[~(tm.tail_presence[rows[here]] & outside).any(axis=1)]
+        done_rows.append(rows[stays])
+        done_states.append(states[stays])
+        keep = np.ones(rows.size, dtype=bool)
+        keep[stays] = False
+        rows, states = rows[keep], states[keep]
+    return rows, states
 
 
 def state_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> StateTokens:
