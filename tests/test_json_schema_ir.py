@@ -9,7 +9,7 @@ Soundness (an accepted text must be valid) is a hard requirement everywhere.
 from __future__ import annotations
 
 import json
-import math
+import os
 import random
 import time
 from pathlib import Path
@@ -773,11 +773,11 @@ def test_maskbench_differential():
     """Every accepted instance must be valid (jsonschema, draft from $schema, default
     2020-12). Runs a deterministic sample to stay fast; the full run is in the report."""
     files = _maskbench_files()
-    rng = random.Random(1234)
-    sample = rng.sample(files, min(len(files), 220))
+    everything = os.environ.get("STRUCTGEN_MASKBENCH_ALL") == "1"  # the full run (minutes)
+    sample = files if everything else random.Random(1234).sample(files, min(len(files), 220))
     counts = {"compiled": 0, "refused": 0, "valid": 0, "valid_accepted": 0, "invalid": 0, "invalid_accepted": 0}
     unsound = []
-    deadline = time.monotonic() + 45
+    deadline = time.monotonic() + (10**6 if everything else 45)
     for path in sample:
         if time.monotonic() > deadline:
             break

@@ -222,7 +222,7 @@ _TYPE_KINDS = {
     "array": frozenset({"array"}),
     "object": frozenset({"object"}),
 }
-_MAX_GROUP_LEAVES = 4096
+_MAX_BRANCHES = 65536
 _MAX_NEGATION_ALTS = 64
 _MAX_ENUMERATED_MULTIPLES = 1000
 _PRODUCT_BUDGET = 60_000  # states of a pattern x length product before capping instead
@@ -1228,6 +1228,7 @@ class _Compiler:
         self.pattern_nfas: dict = {}
         self.depth = 0
         self._ticks = 0
+        self.branches = 0  # alternatives created by expanding anyOf/oneOf/if/... (budget)
         self._twin: _Compiler | None = None
 
     # -- budget
@@ -1990,10 +1991,10 @@ class _Compiler:
             raise UnsupportedKeywordError(
                 g.kind, g.ptr, "its subschema can only be negated in part, and that part excludes everything here"
             )
-        self._leaves = getattr(self, "_leaves", 0) + len(branches)
-        if self._leaves > _MAX_GROUP_LEAVES * 16:
+        self.branches += len(branches)
+        if self.branches > _MAX_BRANCHES:
             raise GrammarTooLargeError(
-                "the schema's anyOf/oneOf/allOf/if combinations expand to too many alternatives", 
+                f"the schema's anyOf/oneOf/if/dependencies combinations expand to over {_MAX_BRANCHES:,} alternatives"
             )
         return ir.alt(*(self.compile_s(b, depth) for b in branches))
 
