@@ -51,6 +51,8 @@ def test_unknown_keywords(smollm2_vocab):
     assert grammar.accepts_bytes(b"42") and not grammar.accepts_bytes(b'"x"')
     with pytest.raises(structgen.UnsupportedKeywordError, match="frobnicate"):
         structgen.compile_json_schema(schema, smollm2_vocab, unknown_keywords="error")
+    typo = {"type": "string", "maxLenght": 3}
+    assert structgen.compile_json_schema(typo, smollm2_vocab, lenient=True).accepts_bytes(b'"abcd"')
     unsupported = {"type": "object", "unevaluatedProperties": False}
     lenient = structgen.compile_json_schema(unsupported, smollm2_vocab, lenient=True)
     assert lenient.accepts_bytes(b'{"a": 1}')  # documented: lenient may under-constrain

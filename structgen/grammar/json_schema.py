@@ -1330,7 +1330,7 @@ class _Compiler:
                     raise UnsupportedKeywordError(key, kp, "unknown keyword (unknown_keywords='error')")
                 meant = _misspelled_keyword(key) if o.unknown_keywords == "typos" else None
                 if meant is not None:
-                    raise UnsupportedKeywordError(
+                    self.refuse(
                         key, kp, f"unknown keyword; did you mean {meant!r}? (unknown_keywords='ignore' accepts it)"
                     )
                 continue
