@@ -365,11 +365,9 @@ def _fast_tokenizer_bytes(tok: Any, backend: Any) -> tuple[list[bytes], set[int]
     for i in range(n):
         at = added.get(i)
         if at is not None:
+            pieces.append(_added_token_bytes(at))
             if getattr(at, "special", False):
                 specials.add(i)
-                pieces.append(b"")
-            else:
-                pieces.append(str(at.content if hasattr(at, "content") else at).encode("utf-8"))
             continue
         piece = backend.id_to_token(i)
         if piece is None:  # a hole in the id space
@@ -409,6 +407,13 @@ def _sentencepiece_converter(space: str, byte_fallback: bool) -> Callable[[str],
 # --------------------------------------------------------------------- slow tokenizers
 
 
+def _added_token_bytes(token: Any) -> bytes:
+    """An added token's bytes: b"" for a special one, else its content as UTF-8."""
+    if getattr(token, "special", False):
+        return b""
+    return str(getattr(token, "content", token)).encode("utf-8")
+
+
 def _slow_added(tok: Any) -> dict[int, Any]:
     return dict(getattr(tok, "added_tokens_decoder", None) or {})
 
@@ -421,11 +426,9 @@ def _slow_bytes(tok: Any, convert: Callable[[str], bytes]) -> tuple[list[bytes],
     for i in range(n):
         at = added.get(i)
         if at is not None:
+            pieces.append(_added_token_bytes(at))
             if getattr(at, "special", False):
                 specials.add(i)
-                pieces.append(b"")
-            else:
-                pieces.append(str(getattr(at, "content", at)).encode("utf-8"))
             continue
         try:
             piece = tok.convert_ids_to_tokens(i)
