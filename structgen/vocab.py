@@ -360,21 +360,7 @@ def _fast_tokenizer_bytes(tok: Any, backend: Any) -> tuple[list[bytes], set[int]
             "byte-level BPE and SentencePiece (Metaspace / byte fallback) are supported"
         )
 
-    specials: set[int] = set()
-    pieces: list[bytes] = []
-    for i in range(n):
-        at = added.get(i)
-        if at is not None:
-            pieces.append(_added_token_bytes(at))
-            if getattr(at, "special", False):
-                specials.add(i)
-            continue
-        piece = backend.id_to_token(i)
-        if piece is None:  # a hole in the id space
-            specials.add(i)
-            pieces.append(b"")
-        else:
-            pieces.append(convert(piece))
+    pieces, specials = _pieces_by_id(n, added, backend.id_to_token, convert)
     unk = model.get("unk_token")
     unk_id = model.get("unk_id")
     if isinstance(unk, str) and backend.token_to_id(unk) is not None:
@@ -407,6 +393,33 @@ def _sentencepiece_converter(space: str, byte_fallback: bool) -> Callable[[str],
 # --------------------------------------------------------------------- slow tokenizers
 
 
+def _pieces_by_id(
+    n: int,
+    added: dict[int, Any],
+    piece_of: Callable[[int], Any],
+    convert: Callable[[str], bytes],
+) -> tuple[list[bytes], set[int]]:
+    """Bytes of ids 0..n-1 and the special ids: added tokens by their content (special
+    ones b""), the rest by converting the tokenizer's piece; an id with no piece (a hole
+    in the id space) counts as special."""
+    specials: set[int] = set()
+    pieces: list[bytes] = []
+    for i in range(n):
+        at = added.get(i)
+        if at is not None:
+            pieces.append(_added_token_bytes(at))
+            if getattr(at, "special", False):
+                specials.add(i)
+            continue
+        piece = piece_of(i)
+        if not isinstance(piece, str):
+            specials.add(i)
+            pieces.append(b"")
+        else:
+            pieces.append(convert(piece))
+    return pieces, specials
+
+
 def _added_token_bytes(token: Any) -> bytes:
     """An added token's bytes: b"" for a special one, else its content as UTF-8."""
     if getattr(token, "special", False):
@@ -421,25 +434,14 @@ def _slow_added(tok: Any) -> dict[int, Any]:
 def _slow_bytes(tok: Any, convert: Callable[[str], bytes]) -> tuple[list[bytes], set[int]]:
     added = _slow_added(tok)
     n = max([len(tok), *(i + 1 for i in added)])
-    specials: set[int] = set()
-    pieces: list[bytes] = []
-    for i in range(n):
-        at = added.get(i)
-        if at is not None:
-            pieces.append(_added_token_bytes(at))
-            if getattr(at, "special", False):
-                specials.add(i)
-            continue
+
+    def piece_of(i: int) -> str | None:
         try:
-            piece = tok.convert_ids_to_tokens(i)
+            return tok.convert_ids_to_tokens(i)
         except (IndexError, KeyError):
-            piece = None
-        if not isinstance(piece, str):
-            specials.add(i)
-            pieces.append(b"")
-        else:
-            pieces.append(convert(piece))
-    return pieces, specials
+            return None
+
+    return _pieces_by_id(n, added, piece_of, convert)
 
 
 def _slow_byte_level_bytes(tok: Any) -> tuple[list[bytes], set[int]]:
