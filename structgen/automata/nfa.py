@@ -14,12 +14,24 @@ Must not know about tokens, vocabularies or the engine.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from structgen.grammar import ir
 
 ACCEPT = ("accept",)  # the item standing for "the whole input matched"
 DONE = 0  # the empty continuation
+
+
+@contextlib.contextmanager
+def _deep_recursion(limit: int = 50_000):
+    """Closures recurse along the IR's nesting; deep schemas need more than the default."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 class LazyNFA:
@@ -103,12 +115,8 @@ class LazyNFA:
         cached = self._closures.get(key)
         if cached is None:
             out: set = set()
-            old = sys.getrecursionlimit()
-            sys.setrecursionlimit(max(old, 50_000))
-            try:
+            with _deep_recursion():
                 self._enter(node, cont, out, set())
-            finally:
-                sys.setrecursionlimit(old)
             cached = frozenset(out)
             self._closures[key] = cached
         return cached
@@ -197,12 +205,8 @@ class LazyNFA:
                 cached = frozenset([(leaf, offset + 1, cont)])
             else:
                 out: set = set()
-                old = sys.getrecursionlimit()
-                sys.setrecursionlimit(max(old, 50_000))
-                try:
+                with _deep_recursion():
                     self._resume(cont, out, set())
-                finally:
-                    sys.setrecursionlimit(old)
                 cached = frozenset(out)
             self._after[item] = cached
         return cached
