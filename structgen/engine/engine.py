@@ -1,0 +1,350 @@
+"""The engine: requests in, tokens out, one scheduled step at a time.
+
+`Engine.add_request` queues a tokenized prompt with its `SamplingParams`; each `step()`
+schedules a batch (scheduler), runs it (model runner), masks the logits of constrained
+requests with their matchers, samples (sampler), appends the tokens, detokenizes, checks
+stop conditions and frees finished requests. `generate()` drives `step()` until a list of
+prompts is done. Owns the request table and the wiring; the parts own their own logic.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from structgen.engine import kv_cache
+from structgen.engine.block_manager import BlockManager, BlockStats
+from structgen.engine.detokenizer import IncrementalDetokenizer
+from structgen.engine.models.loader import load_model
+from structgen.engine.request import Request, RequestOutput, Status
+from structgen.engine.runner import ModelRunner
+from structgen.engine.sampler import Sampler, SamplerRow
+from structgen.engine.sampling_params import InvalidParameterError, SamplingParams
+from structgen.engine.scheduler import ScheduledChunk, Scheduler
+from structgen.errors import StructgenError
+
+DEFAULT_CPU_KV_BYTES = 1 << 30
+
+
+class PromptTooLongError(StructgenError):
+    """A prompt (plus its max_tokens) that can never fit the model's context or KV cache."""
+
+
+@dataclass
+class EngineStats:
+    waiting: int
+    running: int
+    blocks: BlockStats
+    num_preemptions: int
+    steps: int
+
+
+class Engine:
+    def __init__(
+        self,
+        model: Any = None,
+        *,
+        tokenizer: Any = None,
+        load_format: str = "auto",
+        dtype: torch.dtype | str | None = None,
+        device: str | None = None,
+        block_size: int = 16,
+        kv_cache_bytes: int | None = None,
+        gpu_memory_utilization: float = 0.85,
+        max_num_seqs: int | None = None,
+        max_num_batched_tokens: int | None = None,
+        max_model_len: int | None = None,
+        enable_prefix_caching: bool = True,
+        attention_backend: str = "auto",
+        seed: int = 0,
+    ):
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        on_gpu = self.device.type == "cuda"
+        self.dtype = _dtype(dtype, on_gpu)
+        loaded = load_model(model, load_format=load_format, dtype=self.dtype, device=self.device,
+                            max_positions=max_model_len, seed=seed)
+        self.model, self.config, self.model_name = loaded.model, loaded.config, loaded.name
+        self.max_model_len = min(max_model_len or self.config.max_position_embeddings,
+                                 self.config.max_position_embeddings)
+        self.tokenizer, self.vocab = _tokenizer_and_vocab(tokenizer, loaded)
+        self.eos_token_ids = frozenset(self.config.eos_token_ids) | frozenset(
+            self.vocab.eos_token_ids if self.vocab is not None else ()
+        )
+        self.block_size = block_size
+        num_blocks = self._num_blocks(kv_cache_bytes, gpu_memory_utilization)
+        self.blocks = BlockManager(num_blocks, block_size, enable_prefix_caching)
+        self.scheduler = Scheduler(
+            self.blocks,
+            max_num_seqs=max_num_seqs or (256 if on_gpu else 64),
+            max_num_batched_tokens=max_num_batched_tokens or (8192 if on_gpu else 2048),
+        )
+        caches = kv_cache.allocate_kv_cache(self.config, num_blocks, block_size, self.dtype, self.device)
+        self.runner = ModelRunner(self.model, caches, block_size, _backend(attention_backend, on_gpu),
+                                  self.device)
+        self.sampler = Sampler()
+        self.requests: dict[str, Request] = {}
+        self._ids = itertools.count()
+        self._steps = 0
+        self._preemptions = 0
+        torch.manual_seed(seed)
+
+    # -- requests -----------------------------------------------------------------------
+
+    def add_request(self, prompt_token_ids: Sequence[int], sampling_params: SamplingParams | None = None,
+                    request_id: str | None = None, matcher: Any = None) -> str:
+        """Queue a tokenized prompt; returns its request id. `matcher` (a structgen Matcher)
+        constrains every sampled token to its grammar."""
+        params = sampling_params or SamplingParams()
+        prompt = self._check_prompt(prompt_token_ids, params)
+        request_id = request_id if request_id is not None else f"req-{next(self._ids)}"
+        if request_id in self.requests:
+            raise InvalidParameterError("request_id", f"{request_id!r} is already in use")
+        if params.stop and self.vocab is None:
+            raise InvalidParameterError("stop", "stop strings need a tokenizer; this engine has none")
+        detok = IncrementalDetokenizer(self.vocab, params) if self.vocab is not None else None
+        request = Request(request_id, prompt, params, detok)
+        request.matcher = matcher
+        self.requests[request_id] = request
+        self.scheduler.add(request)
+        return request_id
+
+    def _check_prompt(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> list[int]:
+        prompt = [int(t) for t in prompt_token_ids]
+        if not prompt:
+            raise InvalidParameterError("prompt", "the prompt is empty")
+        vocab_size = self.config.vocab_size
+        bad = next((t for t in prompt if not 0 <= t < vocab_size), None)
+        if bad is not None:
+            raise InvalidParameterError("prompt", f"token id {bad} is outside the vocabulary (0..{vocab_size - 1})")
+        total = len(prompt) + params.max_tokens
+        if total > self.max_model_len:
+            raise PromptTooLongError(
+                f"the prompt has {len(prompt)} tokens and max_tokens is {params.max_tokens}: "
+                f"{total} exceeds the model's context of {self.max_model_len} tokens"
+            )
+        blocks_needed = -(-total // self.block_size)
+        if blocks_needed > self.blocks.num_blocks:
+            raise PromptTooLongError(
+                f"prompt plus max_tokens ({total} tokens) needs {blocks_needed} KV blocks; "
+                f"the cache holds {self.blocks.num_blocks}"
+            )
+        return prompt
+
+    def abort(self, request_id: str) -> bool:
+        """Stop a request at once and free everything it holds; False if it is unknown."""
+        request = self.requests.pop(request_id, None)
+        if request is None:
+            return False
+        self.scheduler.finish(request)
+        request.finish_reason = "abort"
+        return True
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    # -- the step ---------------------------------------------------------------------
+
+    def step(self) -> list[RequestOutput]:
+        """Run one scheduled batch; outputs for every request that advanced or finished."""
+        plan = self.scheduler.schedule()
+        self._preemptions += len(plan.preempted)
+        if not plan.chunks:
+            return []
+        self._steps += 1
+        logits = self.runner.execute(plan.chunks)
+        sampling = [c for c in plan.chunks if c.samples]
+        for chunk in plan.chunks:
+            self.scheduler.on_computed(chunk)
+        if not sampling:
+            return []
+        self._apply_grammar_masks(logits, sampling)
+        rows = [SamplerRow(c.request.params, c.request.output_token_ids, c.request.generator)
+                for c in sampling]
+        sampled = self.sampler.sample(logits, rows)
+        outputs = []
+        now = time.monotonic()
+        for chunk, token, logprobs in zip(sampling, sampled.token_ids, sampled.logprobs):
+            outputs.append(self._advance(chunk.request, token, logprobs, now))
+        return outputs
+
+    def _apply_grammar_masks(self, logits: torch.Tensor, sampling: list[ScheduledChunk]) -> None:
+        """Disallow, in each constrained row, every token its matcher rejects."""
+        constrained = [(row, c.request.matcher) for row, c in enumerate(sampling)
+                       if c.request.matcher is not None]
+        if not constrained:
+            return
+        from structgen.engine.kernels.logits_mask import apply_token_bitmask
+        from structgen.matcher import allocate_bitmask
+
+        bitmask = allocate_bitmask(len(constrained), logits.shape[1])
+        for i, (_, matcher) in enumerate(constrained):
+            matcher.fill_bitmask(bitmask, i)
+        rows = torch.tensor([row for row, _ in constrained], dtype=torch.int64, device=logits.device)
+        apply_token_bitmask(logits, torch.from_numpy(np.asarray(bitmask)).to(logits.device), rows)
+
+    def _advance(self, request: Request, token: int, logprobs: Any, now: float) -> RequestOutput:
+        if request.metrics.first_token_time is None:
+            request.metrics.first_token_time = now
+        request.append_tokens([token])
+        if request.params.logprobs is not None:
+            request.logprobs.append(logprobs)
+        if request.matcher is not None and not request.matcher.accept_token(token):
+            raise RuntimeError(f"the grammar rejected token {token} that its own mask allowed")
+        self._check_stop(request, token)
+        if request.is_finished or request.finish_reason is not None:
+            self._finish(request)
+        return self._output(request)
+
+    def _check_stop(self, request: Request, token: int) -> None:
+        params = request.params
+        stop_string = None
+        if request.detokenizer is not None:
+            stop_string = request.detokenizer.append([token])
+        if stop_string is not None:
+            request.finish_reason, request.stop_reason = "stop", stop_string
+        elif not params.ignore_eos and token in self.eos_token_ids:
+            request.finish_reason = "stop"
+        elif token in params.stop_token_ids:
+            request.finish_reason, request.stop_reason = "stop", token
+        elif request.matcher is not None and request.matcher.is_terminated():
+            request.finish_reason = "stop"
+        elif request.num_output_tokens >= params.max_tokens or request.num_tokens >= self.max_model_len:
+            request.finish_reason = "length"
+
+    def _finish(self, request: Request) -> None:
+        self.scheduler.finish(request)
+        request.metrics.finished_time = time.monotonic()
+        self.requests.pop(request.request_id, None)
+
+    def _output(self, request: Request) -> RequestOutput:
+        output_ids = request.output_token_ids
+        new_ids = output_ids[request.num_sent_tokens:]
+        request.num_sent_tokens = len(output_ids)
+        new_text, text = "", ""
+        if request.detokenizer is not None:
+            new_text = request.detokenizer.take_new_text()
+            if request.is_finished and not isinstance(request.stop_reason, str):
+                new_text += request.detokenizer.finish()  # release held-back text
+            text = request.detokenizer.text
+        return RequestOutput(
+            request_id=request.request_id,
+            prompt_token_ids=request.prompt_token_ids,
+            token_ids=list(output_ids),
+            text=text,
+            new_token_ids=new_ids,
+            new_text=new_text,
+            finished=request.is_finished,
+            finish_reason=request.finish_reason,
+            stop_reason=request.stop_reason,
+            logprobs=list(request.logprobs) if request.params.logprobs is not None else None,
+            num_cached_tokens=request.num_cached_tokens,
+            metrics=request.metrics,
+        )
+
+    # -- conveniences -------------------------------------------------------------------
+
+    def generate(self, prompts: Sequence[str | Sequence[int]],
+                 params: SamplingParams | Sequence[SamplingParams] | None = None,
+                 progress: bool = False) -> list[RequestOutput]:
+        """Run every prompt (text or token ids) to completion, batched; outputs in order."""
+        if isinstance(params, SamplingParams) or params is None:
+            params = [params or SamplingParams()] * len(prompts)
+        if len(params) != len(prompts):
+            raise InvalidParameterError("params", "give one SamplingParams or one per prompt")
+        ids = [self.add_request(self._tokenize(p), sp) for p, sp in zip(prompts, params)]
+        final: dict[str, RequestOutput] = {}
+        bar = _progress(len(ids), progress)
+        try:
+            while len(final) < len(ids):
+                for out in self.step():
+                    if out.finished:
+                        final[out.request_id] = out
+                        bar.update(1)
+        finally:
+            bar.close()
+            for request_id in ids:
+                if request_id not in final:
+                    self.abort(request_id)
+        return [final[i] for i in ids]
+
+    def _tokenize(self, prompt: str | Sequence[int]) -> list[int]:
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise InvalidParameterError("prompt", "text prompts need a tokenizer; pass token ids")
+            return self.tokenizer.encode(prompt, add_special_tokens=False)
+        return list(prompt)
+
+    def _num_blocks(self, kv_cache_bytes: int | None, gpu_fraction: float) -> int:
+        if kv_cache_bytes is None:
+            if self.device.type == "cuda":
+                kv_cache_bytes = kv_cache.gpu_budget_bytes(self.device, gpu_fraction)
+            else:
+                kv_cache_bytes = DEFAULT_CPU_KV_BYTES
+        num_blocks = kv_cache.blocks_for_budget(self.config, self.block_size, self.dtype, kv_cache_bytes)
+        if num_blocks < 1:
+            raise InvalidParameterError("kv_cache_bytes", f"{kv_cache_bytes} bytes hold no KV block")
+        return num_blocks
+
+    def stats(self) -> EngineStats:
+        return EngineStats(len(self.scheduler.waiting), len(self.scheduler.running),
+                           self.blocks.stats(), self._preemptions, self._steps)
+
+
+def _dtype(dtype: torch.dtype | str | None, on_gpu: bool) -> torch.dtype:
+    if dtype is None:
+        return torch.bfloat16 if on_gpu else torch.float32
+    if isinstance(dtype, str):
+        names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                 "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+        if dtype not in names:
+            raise InvalidParameterError("dtype", f"unknown dtype {dtype!r}; use one of {', '.join(names)}")
+        return names[dtype]
+    return dtype
+
+
+def _backend(name: str, on_gpu: bool):
+    if name == "auto":
+        name = "triton" if on_gpu else "torch"
+    if name == "torch":
+        from structgen.engine.kernels import attention_torch
+
+        return attention_torch
+    if name == "triton":
+        from structgen.engine.kernels import attention_triton
+
+        return attention_triton
+    raise InvalidParameterError("attention_backend", f"unknown backend {name!r}; use auto, torch or triton")
+
+
+def _tokenizer_and_vocab(tokenizer: Any, loaded) -> tuple[Any, Any]:
+    """The tokenizer to use (given, or the one beside the weights) and its Vocabulary."""
+    from structgen.vocab import Vocabulary
+
+    if tokenizer is None and loaded.folder is not None and (loaded.folder / "tokenizer.json").is_file():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(loaded.folder), local_files_only=True)
+    if tokenizer is None:
+        return None, None
+    return tokenizer, Vocabulary.from_tokenizer(tokenizer, vocab_size=loaded.config.vocab_size)
+
+
+class _NoProgress:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, show: bool):
+    if not show:
+        return _NoProgress()
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="requests", unit="req")

@@ -1,0 +1,43 @@
+"""The KV cache tensors and how many blocks fit a memory budget.
+
+Per layer, K and V are preallocated as [num_blocks, block_size, kv_heads, head_dim].
+The pool is sized by a byte budget on CPU or by a fraction of GPU memory. Owns the
+tensors only; `block_manager.py` decides which blocks belong to whom.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from structgen.engine.models.config import ModelConfig
+
+
+def block_bytes(config: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
+    """Bytes one block takes across all layers, K and V."""
+    return block_size * config.kv_bytes_per_token(torch.empty((), dtype=dtype).element_size())
+
+
+def blocks_for_budget(config: ModelConfig, block_size: int, dtype: torch.dtype, budget_bytes: int) -> int:
+    return int(budget_bytes // block_bytes(config, block_size, dtype))
+
+
+def gpu_budget_bytes(device: torch.device, fraction: float) -> int:
+    """What is left for the KV cache if the process may use `fraction` of the GPU's memory
+    (weights and everything already allocated are counted as used)."""
+    free, total = torch.cuda.mem_get_info(device)
+    used_by_others = total - free
+    return max(0, int(total * fraction) - used_by_others - _activation_reserve(device))
+
+
+def _activation_reserve(device: torch.device) -> int:
+    return 1 << 30  # room for activations, logits and CUDA graphs
+
+
+def allocate_kv_cache(
+    config: ModelConfig, num_blocks: int, block_size: int, dtype: torch.dtype, device
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    shape = (num_blocks, block_size, config.num_kv_heads, config.head_dim)
+    return [
+        (torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+        for _ in range(config.num_layers)
+    ]

@@ -1,0 +1,1 @@
+"""Model definitions (Llama family) and the loaders that fill them with weights."""
