@@ -13,7 +13,7 @@ This module owns the math only; it never allocates cache blocks or reads request
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +32,8 @@ class AttentionMetadata:
     max_seq_len: int
     query_lens_cpu: list[int]  # host copies, for loops that must not sync the device
     seq_lens_cpu: list[int]
+    # Per-step values a backend derives once and reuses in every layer.
+    scratch: dict = field(default_factory=dict, repr=False)
 
     @property
     def num_seqs(self) -> int:
@@ -67,38 +69,45 @@ def paged_attention(
     nd = meta.num_decodes
     if nd:
         out[:nd] = _decode_attention(query[:nd], k_cache, v_cache, meta, scale)
-    starts = meta.query_start_loc.tolist() if meta.num_seqs > nd else []
+    lo = nd
     for b in range(nd, meta.num_seqs):
-        lo, hi = starts[b], starts[b + 1]
-        out[lo:hi] = _prefill_attention(
-            query[lo:hi], k_cache, v_cache, meta.block_tables[b], meta.seq_lens_cpu[b], scale
-        )
+        hi = lo + meta.query_lens_cpu[b]
+        out[lo:hi] = _prefill_attention(query[lo:hi], k_cache, v_cache, meta, b, scale)
+        lo = hi
     return out
 
 
-def _gather_context(cache: torch.Tensor, block_table: torch.Tensor, length: int) -> torch.Tensor:
-    """The first `length` cached tokens of the sequences whose block tables are given.
+def _context_slots(block_tables: torch.Tensor, lengths: list[int], block_size: int) -> torch.Tensor:
+    """Cache slot of every context position of the given sequences, padded to the longest
+    ([B, max(lengths)] int64; padding points at slot 0 and must be masked out)."""
+    max_len = max(lengths)
+    positions = torch.arange(max_len, device=block_tables.device)
+    blocks = block_tables[:, : -(-max_len // block_size)].long()
+    slots = blocks[:, positions // block_size] * block_size + positions % block_size
+    valid = positions[None, :] < torch.tensor(lengths, device=block_tables.device)[:, None]
+    return torch.where(valid, slots, 0)
 
-    block_table [..., max_blocks] -> [..., length, kv_heads, head_dim].
-    """
-    block_size = cache.shape[1]
-    num_blocks = -(-length // block_size)
-    gathered = cache[block_table[..., :num_blocks].long()]  # [..., nb, bs, kvh, d]
-    shape = gathered.shape
-    flat = gathered.reshape(*shape[:-4], shape[-4] * shape[-3], shape[-2], shape[-1])
-    return flat[..., :length, :, :]
+
+def _gather(cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """Cached K or V at `slots` [..., L] -> [..., L, kv_heads, head_dim]."""
+    flat = cache.view(-1, cache.shape[2], cache.shape[3])
+    return flat.index_select(0, slots.reshape(-1)).view(*slots.shape, cache.shape[2], cache.shape[3])
 
 
 def _decode_attention(query, k_cache, v_cache, meta: AttentionMetadata, scale: float):
     """One new token per sequence: all decodes in one padded SDPA call."""
     nd = meta.num_decodes
-    lengths = meta.seq_lens[:nd]
-    max_len = max(meta.seq_lens_cpu[:nd])
-    tables = meta.block_tables[:nd]
-    keys = _gather_context(k_cache, tables, max_len).transpose(1, 2)  # [nd, kvh, L, d]
-    values = _gather_context(v_cache, tables, max_len).transpose(1, 2)
-    positions = torch.arange(max_len, device=query.device)
-    mask = (positions[None, :] < lengths[:, None].to(positions.dtype))[:, None, None, :]
+    if "decode" not in meta.scratch:
+        lengths = meta.seq_lens_cpu[:nd]
+        slots = _context_slots(meta.block_tables[:nd], lengths, k_cache.shape[1])
+        positions = torch.arange(slots.shape[1], device=query.device)
+        mask = None
+        if min(lengths) != max(lengths):
+            mask = (positions[None, :] < meta.seq_lens[:nd, None])[:, None, None, :]
+        meta.scratch["decode"] = (slots, mask)
+    slots, mask = meta.scratch["decode"]
+    keys = _gather(k_cache, slots).transpose(1, 2)  # [nd, kvh, L, d]
+    values = _gather(v_cache, slots).transpose(1, 2)
     q = query.unsqueeze(2)  # [nd, heads, 1, d]
     out = F.scaled_dot_product_attention(
         q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, scale=scale,
@@ -107,11 +116,15 @@ def _decode_attention(query, k_cache, v_cache, meta: AttentionMetadata, scale: f
     return out.squeeze(2)
 
 
-def _prefill_attention(query, k_cache, v_cache, block_table, seq_len: int, scale: float):
-    """New tokens of one sequence over its cached prefix plus themselves."""
-    q_len = query.shape[0]
-    keys = _gather_context(k_cache, block_table, seq_len).transpose(0, 1)  # [kvh, L, d]
-    values = _gather_context(v_cache, block_table, seq_len).transpose(0, 1)
+def _prefill_attention(query, k_cache, v_cache, meta: AttentionMetadata, b: int, scale: float):
+    """New tokens of sequence b over its cached prefix plus themselves."""
+    q_len, seq_len = query.shape[0], meta.seq_lens_cpu[b]
+    key = ("prefill", b)
+    if key not in meta.scratch:
+        meta.scratch[key] = _context_slots(meta.block_tables[b : b + 1], [seq_len], k_cache.shape[1])[0]
+    slots = meta.scratch[key]
+    keys = _gather(k_cache, slots).transpose(0, 1)  # [kvh, L, d]
+    values = _gather(v_cache, slots).transpose(0, 1)
     q = query.transpose(0, 1)  # [heads, q_len, d]
     gqa = q.shape[0] != keys.shape[0]
     if q_len == seq_len:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from structgen.engine.models.config import ModelConfig, UnsupportedModelError
-from structgen.engine.models.llama import LlamaForCausalLM
+from structgen.engine.models.llama import LlamaForCausalLM, Rotary
 from structgen.errors import StructgenError
 
 DUMMY_SHAPES: dict[str, dict] = {
@@ -106,12 +106,13 @@ def _dummy_config(source: Any) -> tuple[ModelConfig, str, Path | None]:
 
 
 def _build(config: ModelConfig, dtype, device, max_positions: int | None) -> LlamaForCausalLM:
+    """The model with uninitialized weights (built on the meta device: no time is spent
+    initializing parameters that the checkpoint or `_randomize` overwrites)."""
     positions = max_positions or config.max_position_embeddings
-    with torch.device(device):
+    with torch.device("meta"):
         model = LlamaForCausalLM(config, positions)
-    rotary = model.rotary
-    model = model.to(dtype)
-    rotary.cos, rotary.sin = rotary.cos.float(), rotary.sin.float()  # tables stay fp32
+    model = model.to(dtype).to_empty(device=device)
+    model.rotary = Rotary(config, positions).to(device)  # fp32 tables, computed for real
     return model.eval().requires_grad_(False)
 
 

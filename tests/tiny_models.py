@@ -1,0 +1,59 @@
+"""Tiny random-weight Llama-family checkpoints written as real Hugging Face folders.
+
+Each is made with transformers' own model class (the reference the engine is checked
+against) and saved with `save_pretrained`, so the engine loads it through the same code
+path as a downloaded checkpoint. Weights are drawn with a large initializer range so
+that greedy choices are far from ties.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+BASE = dict(
+    vocab_size=384, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+    rms_norm_eps=1e-5, initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+)
+
+FAMILIES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(rope_theta=10000.0)),
+    "llama3-rope": ("LlamaConfig", "LlamaForCausalLM", dict(rope_scaling=dict(
+        rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+        original_max_position_embeddings=64), rope_theta=500000.0)),
+    "smollm-tied": ("LlamaConfig", "LlamaForCausalLM", dict(tie_word_embeddings=True, head_dim=16,
+                                                            num_attention_heads=6, num_key_value_heads=2,
+                                                            hidden_size=96)),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=None)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(tie_word_embeddings=False)),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=32, tie_word_embeddings=False)),
+}
+
+
+def make_checkpoint(family: str, folder: Path, seed: int = 0):
+    """Save a tiny random model of `family` to `folder`; returns the transformers model."""
+    import transformers
+
+    config_name, model_name, extra = FAMILIES[family]
+    config = getattr(transformers, config_name)(**{**BASE, **extra})
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_name)(config).eval()
+    with torch.no_grad():  # norms away from 1 so that a missed norm weight shows
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.uniform_(0.5, 1.5)
+            elif name.endswith("bias"):
+                param.normal_(0.0, 0.3)
+    model.save_pretrained(str(folder))
+    return model
+
+
+def hf_greedy(model, prompt: list[int], max_new_tokens: int) -> list[int]:
+    """Greedy continuation by transformers `generate`, EOS ignored."""
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=max_new_tokens,
+                             min_new_tokens=max_new_tokens, do_sample=False,
+                             pad_token_id=0, eos_token_id=None)
+    return out[0, len(prompt):].tolist()
