@@ -72,6 +72,7 @@ class Engine:
         self.max_model_len = min(max_model_len or self.config.max_position_embeddings,
                                  self.config.max_position_embeddings)
         self.tokenizer, self.vocab = _tokenizer_and_vocab(tokenizer, loaded)
+        self._special_token_text = _special_token_text(self.tokenizer, self.vocab)
         self.eos_token_ids = frozenset(self.config.eos_token_ids) | frozenset(
             self.vocab.eos_token_ids if self.vocab is not None else ()
         )
@@ -106,7 +107,9 @@ class Engine:
             raise InvalidParameterError("request_id", f"{request_id!r} is already in use")
         if params.stop and self.vocab is None:
             raise InvalidParameterError("stop", "stop strings need a tokenizer; this engine has none")
-        detok = IncrementalDetokenizer(self.vocab, params) if self.vocab is not None else None
+        detok = None
+        if self.vocab is not None:
+            detok = IncrementalDetokenizer(self.vocab, params, self._special_token_text)
         request = Request(request_id, prompt, params, detok)
         request.matcher = matcher
         self.requests[request_id] = request
@@ -202,15 +205,14 @@ class Engine:
 
     def _check_stop(self, request: Request, token: int) -> None:
         params = request.params
-        stop_string = None
-        if request.detokenizer is not None:
-            stop_string = request.detokenizer.append([token])
-        if stop_string is not None:
-            request.finish_reason, request.stop_reason = "stop", stop_string
-        elif not params.ignore_eos and token in self.eos_token_ids:
-            request.finish_reason = "stop"
+        if not params.ignore_eos and token in self.eos_token_ids:
+            request.finish_reason = "stop"  # EOS has no text
         elif token in params.stop_token_ids:
             request.finish_reason, request.stop_reason = "stop", token
+            if params.include_stop_str_in_output and request.detokenizer is not None:
+                request.detokenizer.append([token])
+        elif request.detokenizer is not None and (stop := request.detokenizer.append([token])) is not None:
+            request.finish_reason, request.stop_reason = "stop", stop
         elif request.matcher is not None and request.matcher.is_terminated():
             request.finish_reason = "stop"
         elif request.num_output_tokens >= params.max_tokens or request.num_tokens >= self.max_model_len:
@@ -332,6 +334,14 @@ def _tokenizer_and_vocab(tokenizer: Any, loaded) -> tuple[Any, Any]:
     if tokenizer is None:
         return None, None
     return tokenizer, Vocabulary.from_tokenizer(tokenizer, vocab_size=loaded.config.vocab_size)
+
+
+def _special_token_text(tokenizer: Any, vocab: Any) -> dict[int, str]:
+    """How special tokens read when a request keeps them (skip_special_tokens=False)."""
+    if tokenizer is None or vocab is None:
+        return {}
+    ids = sorted(i for i in vocab.special_ids if i < len(tokenizer))
+    return dict(zip(ids, tokenizer.convert_ids_to_tokens(ids)))
 
 
 class _NoProgress:

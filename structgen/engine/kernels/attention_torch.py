@@ -106,8 +106,12 @@ def _decode_attention(query, k_cache, v_cache, meta: AttentionMetadata, scale: f
             mask = (positions[None, :] < meta.seq_lens[:nd, None])[:, None, None, :]
         meta.scratch["decode"] = (slots, mask)
     slots, mask = meta.scratch["decode"]
-    keys = _gather(k_cache, slots).transpose(1, 2)  # [nd, kvh, L, d]
-    values = _gather(v_cache, slots).transpose(1, 2)
+    keys = _gather(k_cache, slots)  # [nd, L, kvh, d]
+    values = _gather(v_cache, slots)
+    if mask is not None:  # padding reads slot 0, which may hold another sequence's inf/NaN
+        padding = ~mask[:, 0, 0, :, None, None]
+        keys, values = keys.masked_fill(padding, 0), values.masked_fill(padding, 0)
+    keys, values = keys.transpose(1, 2), values.transpose(1, 2)  # [nd, kvh, L, d]
     q = query.unsqueeze(2)  # [nd, heads, 1, d]
     out = F.scaled_dot_product_attention(
         q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, scale=scale,

@@ -23,8 +23,10 @@ from structgen.engine.models.config import ModelConfig
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm computed in float32, as the reference implementations do."""
+    if x.dtype == torch.float32:
+        return weight * (x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps))
     x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    x32 = x32 * torch.rsqrt(x32.square().mean(-1, keepdim=True) + eps)
     return weight * x32.to(x.dtype)
 
 
@@ -60,10 +62,13 @@ class Rotary(nn.Module):
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
-    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
-        cos = self.cos[positions].unsqueeze(1).to(q.dtype)  # [T, 1, head_dim]
-        sin = self.sin[positions].unsqueeze(1).to(q.dtype)
-        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+    def tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin [T, 1, head_dim] for the step's positions (looked up once per step)."""
+        return self.cos[positions].unsqueeze(1).to(dtype), self.sin[positions].unsqueeze(1).to(dtype)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    return x * cos + _rotate_half(x) * sin
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -85,7 +90,7 @@ class Attention(nn.Module):
         self.eps = c.rms_norm_eps
         self.scale = c.head_dim**-0.5
 
-    def forward(self, x, positions, rotary, kv_cache, meta, backend: ModuleType):
+    def forward(self, x, rope, kv_cache, meta, backend: ModuleType):
         tokens = x.shape[0]
         q, k, v = self.qkv(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.view(tokens, self.num_heads, self.head_dim)
@@ -94,7 +99,7 @@ class Attention(nn.Module):
         if self.q_norm is not None:
             q = rms_norm(q, self.q_norm, self.eps)
             k = rms_norm(k, self.k_norm, self.eps)
-        q, k = rotary(positions, q, k)
+        q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         k_cache, v_cache = kv_cache
         backend.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
         out = backend.paged_attention(q, k_cache, v_cache, meta, self.scale)
@@ -122,8 +127,8 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(config)
         self.eps = config.rms_norm_eps
 
-    def forward(self, x, positions, rotary, kv_cache, meta, backend):
-        x = x + self.attn(rms_norm(x, self.input_norm, self.eps), positions, rotary, kv_cache, meta, backend)
+    def forward(self, x, rope, kv_cache, meta, backend):
+        x = x + self.attn(rms_norm(x, self.input_norm, self.eps), rope, kv_cache, meta, backend)
         return x + self.mlp(rms_norm(x, self.post_attn_norm, self.eps))
 
 
@@ -151,8 +156,9 @@ class LlamaForCausalLM(nn.Module):
     ) -> torch.Tensor:
         """Hidden states [T, hidden] after the final norm; K/V of the new tokens are cached."""
         x = self.embed(input_ids)
+        rope = self.rotary.tables(positions, x.dtype)
         for layer, kv_cache in zip(self.layers, kv_caches):
-            x = layer(x, positions, self.rotary, kv_cache, meta, backend)
+            x = layer(x, rope, kv_cache, meta, backend)
         return rms_norm(x, self.norm, self.config.rms_norm_eps)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Engine throughput against transformers `generate`, on the same weights, in one run.
+
+Scenarios (SmolLM2-135M-Instruct, float32 on CPU unless a GPU is present):
+
+  single   one request, 128 new tokens, greedy: decode tokens/s of the engine and of
+           transformers `generate` (medians of --runs runs, interleaved).
+  batch    32 requests with mixed prompt (20-500 tokens) and output (16-256 tokens)
+           lengths submitted at once: aggregate output tokens/s of the engine, of
+           transformers `generate` run request by request, and of `generate` on the 32
+           as one left-padded batch (which must decode until the longest output is
+           done; only the tokens each request asked for are counted).
+  prefix   time to first token of a request sharing a 1,000-token prefix with a
+           finished one, with prefix caching on and off (two engines).
+
+Outputs are forced to their lengths (ignore_eos / min_new_tokens) so that every system
+does the same work. Prompts are slices of real text; the engine's prefix cache is
+cleared between runs so that a run never profits from the previous one.
+
+    python benchmarks/engine.py                 # all scenarios, 3 runs
+    python benchmarks/engine.py --scenarios single,prefix --runs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from structgen import default_model  # noqa: E402
+from structgen.engine.engine import Engine  # noqa: E402
+from structgen.engine.sampling_params import SamplingParams  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "engine.json"
+
+
+def corpus_tokens(tokenizer) -> list[int]:
+    """Real text to cut prompts from: the project's own docs and the JSON test data."""
+    texts = [p.read_text(errors="ignore") for p in sorted(ROOT.glob("**/*.md"))[:20]]
+    shared = ROOT.parent / "shared"
+    texts += [p.read_text(errors="ignore") for p in sorted((shared / "data").glob("**/*.json"))[:40]]
+    return tokenizer.encode("\n".join(texts))
+
+
+def make_prompts(tokens: list[int], lengths: list[int], rng: random.Random) -> list[list[int]]:
+    out = []
+    for n in lengths:
+        start = rng.randrange(0, len(tokens) - n)
+        out.append(tokens[start:start + n])
+    return out
+
+
+# -- the two systems -------------------------------------------------------------------
+
+
+def engine_generate(engine: Engine, prompts, out_lens) -> tuple[float, int]:
+    """Seconds for the engine to finish every request, and output tokens produced."""
+    engine.blocks.reset_prefix_cache()
+    params = [SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True) for n in out_lens]
+    start = time.perf_counter()
+    outs = engine.generate(prompts, params)
+    elapsed = time.perf_counter() - start
+    produced = sum(len(o.token_ids) for o in outs)
+    assert produced == sum(out_lens)
+    return elapsed, produced
+
+
+@torch.inference_mode()
+def hf_generate(model, prompt: list[int], out_len: int) -> float:
+    start = time.perf_counter()
+    out = model.generate(torch.tensor([prompt]), max_new_tokens=out_len, min_new_tokens=out_len,
+                         do_sample=False, pad_token_id=0)
+    elapsed = time.perf_counter() - start
+    assert out.shape[1] - len(prompt) == out_len
+    return elapsed
+
+
+@torch.inference_mode()
+def hf_generate_padded(model, prompts, out_lens, pad_id: int) -> float:
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, p in enumerate(prompts):
+        ids[row, width - len(p):] = torch.tensor(p)
+        mask[row, width - len(p):] = 1
+    longest = max(out_lens)
+    start = time.perf_counter()
+    model.generate(ids, attention_mask=mask, max_new_tokens=longest, min_new_tokens=longest,
+                   do_sample=False, pad_token_id=pad_id)
+    return time.perf_counter() - start
+
+
+# -- scenarios -------------------------------------------------------------------------
+
+
+def scenario_single(engine, hf, tokens, runs, rng) -> dict:
+    prompt = make_prompts(tokens, [20], rng)[0]
+    engine_generate(engine, [prompt], [8])  # warm up both
+    hf_generate(hf, prompt, 8)
+    ours, theirs = [], []
+    for _ in tqdm(range(runs), desc="single request, 128 tokens"):
+        elapsed, produced = engine_generate(engine, [prompt], [128])
+        ours.append(produced / elapsed)
+        theirs.append(128 / hf_generate(hf, prompt, 128))
+    return {"engine_tok_s": ours, "hf_tok_s": theirs,
+            "ratio": statistics.median(ours) / statistics.median(theirs)}
+
+
+def scenario_batch(engine, hf, tokens, runs, rng, sequential_runs: int) -> dict:
+    prompt_lens = [rng.randint(20, 500) for _ in range(32)]
+    out_lens = [rng.randint(16, 256) for _ in range(32)]
+    prompts = make_prompts(tokens, prompt_lens, rng)
+    total = sum(out_lens)
+    ours, padded, sequential = [], [], []
+    for _ in tqdm(range(runs), desc="32 mixed requests: engine + padded batch"):
+        elapsed, _ = engine_generate(engine, prompts, out_lens)
+        ours.append(total / elapsed)
+        padded.append(total / hf_generate_padded(hf, prompts, out_lens, pad_id=0))
+    for _ in range(sequential_runs):
+        elapsed = sum(hf_generate(hf, p, n) for p, n in
+                      tqdm(list(zip(prompts, out_lens)), desc="32 requests one by one (transformers)"))
+        sequential.append(total / elapsed)
+    result = {"prompt_lens": prompt_lens, "out_lens": out_lens, "output_tokens": total,
+              "engine_tok_s": ours, "hf_padded_tok_s": padded, "hf_sequential_tok_s": sequential,
+              "ratio_vs_padded": statistics.median(ours) / statistics.median(padded)}
+    if sequential:
+        result["ratio_vs_sequential"] = statistics.median(ours) / statistics.median(sequential)
+    return result
+
+
+def time_to_first_token(engine: Engine, prompt: list[int]) -> float:
+    start = time.perf_counter()
+    request_id = engine.add_request(prompt, SamplingParams(max_tokens=1, temperature=0.0))
+    while True:
+        for out in engine.step():
+            if out.request_id == request_id and out.token_ids:
+                elapsed = time.perf_counter() - start
+                while engine.has_unfinished_requests():
+                    engine.step()
+                return elapsed
+
+
+def scenario_prefix(engine, engine_no_cache, tokens, runs, rng) -> dict:
+    cached, uncached = [], []
+    for run in tqdm(range(runs), desc="1,000-token shared prefix"):
+        prefix = make_prompts(tokens, [1000], rng)[0]
+        for eng, times in ((engine, cached), (engine_no_cache, uncached)):
+            eng.blocks.reset_prefix_cache()
+            eng.generate([prefix + tokens[:10]], SamplingParams(max_tokens=4, temperature=0.0))
+            times.append(time_to_first_token(eng, prefix + tokens[10:30]))
+    return {"ttft_cached_s": cached, "ttft_uncached_s": uncached,
+            "ratio": statistics.median(cached) / statistics.median(uncached)}
+
+
+# -- report ----------------------------------------------------------------------------
+
+
+def table(results: dict) -> str:
+    med = statistics.median
+    rows = ["| scenario | structgen | transformers | ratio | target |", "|---|---|---|---|---|"]
+    if "single" in results:
+        r = results["single"]
+        rows.append(f"| 1 request, 128 new tokens (tok/s) | {med(r['engine_tok_s']):.1f} | "
+                    f"{med(r['hf_tok_s']):.1f} | {r['ratio']:.2f}x | >= 1.0x |")
+    if "batch" in results:
+        r = results["batch"]
+        if r["hf_sequential_tok_s"]:
+            rows.append(f"| 32 mixed requests vs one by one (output tok/s) | {med(r['engine_tok_s']):.1f} | "
+                        f"{med(r['hf_sequential_tok_s']):.1f} | {r['ratio_vs_sequential']:.2f}x | >= 4x |")
+        rows.append(f"| 32 mixed requests vs padded batch (output tok/s) | {med(r['engine_tok_s']):.1f} | "
+                    f"{med(r['hf_padded_tok_s']):.1f} | {r['ratio_vs_padded']:.2f}x | >= 1.5x |")
+    if "prefix" in results:
+        r = results["prefix"]
+        rows.append(f"| TTFT with a cached 1,000-token prefix vs caching off (ms) | "
+                    f"{1000 * med(r['ttft_cached_s']):.0f} | {1000 * med(r['ttft_uncached_s']):.0f} (ours, off) | "
+                    f"{r['ratio']:.2f}x | <= 0.2x |")
+    return "\n".join(rows)
+
+
+def environment() -> dict:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    import transformers
+
+    return {"commit": commit, "python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "threads": torch.get_num_threads(),
+            "machine": platform.processor() or platform.machine(),
+            "cpu_count": __import__("os").cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenarios", default="single,batch,prefix")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sequential-runs", type=int, default=1,
+                        help="runs of the slow one-by-one transformers baseline (0 skips it)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    scenarios = args.scenarios.split(",")
+    rng = random.Random(args.seed)
+
+    from transformers import AutoModelForCausalLM
+
+    engine = Engine(kv_cache_bytes=512 << 20)
+    folder = default_model.gguf_as_hf_dir(default_model.default_gguf_path())
+    hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    tokens = corpus_tokens(engine.tokenizer)
+    results: dict = {"environment": environment(), "model": engine.model_name, "runs": args.runs}
+    if "single" in scenarios:
+        results["single"] = scenario_single(engine, hf, tokens, args.runs, rng)
+    if "batch" in scenarios:
+        results["batch"] = scenario_batch(engine, hf, tokens, args.runs, rng, args.sequential_runs)
+    if "prefix" in scenarios:
+        del hf
+        no_cache = Engine(kv_cache_bytes=256 << 20, enable_prefix_caching=False)
+        results["prefix"] = scenario_prefix(engine, no_cache, tokens, args.runs, rng)
+    print()
+    print(table(results))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
