@@ -23,8 +23,8 @@ from structgen.engine.models.config import ModelConfig
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm computed in float32, as the reference implementations do."""
-    if x.dtype == torch.float32:
-        return weight * (x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps))
+    if x.dtype == torch.float32 and weight.dtype == torch.float32:
+        return F.rms_norm(x, weight.shape, weight, eps)  # one fused op
     x32 = x.float()
     x32 = x32 * torch.rsqrt(x32.square().mean(-1, keepdim=True) + eps)
     return weight * x32.to(x.dtype)
@@ -92,14 +92,18 @@ class Attention(nn.Module):
 
     def forward(self, x, rope, kv_cache, meta, backend: ModuleType):
         tokens = x.shape[0]
-        q, k, v = self.qkv(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = q.view(tokens, self.num_heads, self.head_dim)
-        k = k.view(tokens, self.num_kv_heads, self.head_dim)
-        v = v.view(tokens, self.num_kv_heads, self.head_dim)
-        if self.q_norm is not None:
-            q = rms_norm(q, self.q_norm, self.eps)
-            k = rms_norm(k, self.k_norm, self.eps)
-        q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+        qkv = self.qkv(x)
+        heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
+        if self.q_norm is None:
+            # q and k sit side by side in qkv: rotate them as one [T, heads + kv_heads, dim] view.
+            qk = apply_rotary(qkv[:, : self.q_size + self.kv_size].view(tokens, heads + kv_heads, dim), *rope)
+            q, k = qk[:, :heads], qk[:, heads:]
+        else:
+            q = rms_norm(qkv[:, : self.q_size].view(tokens, heads, dim), self.q_norm, self.eps)
+            k = rms_norm(qkv[:, self.q_size : self.q_size + self.kv_size].view(tokens, kv_heads, dim),
+                         self.k_norm, self.eps)
+            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+        v = qkv[:, self.q_size + self.kv_size :].view(tokens, kv_heads, dim)
         k_cache, v_cache = kv_cache
         backend.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
         out = backend.paged_attention(q, k_cache, v_cache, meta, self.scale)
