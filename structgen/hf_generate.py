@@ -28,6 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the network
 import torch  # noqa: E402
 from transformers import LogitsProcessor, LogitsProcessorList  # noqa: E402
 
+from structgen.chat import render_chat  # noqa: E402,F401  (re-exported)
 from structgen.matcher import CompiledGrammar, Matcher, allocate_bitmask  # noqa: E402
 
 __all__ = [
@@ -159,18 +160,6 @@ def _gguf_progress(show: bool):
     finally:
         if original is not None:
             module.tqdm = original
-
-
-def render_chat(tok: Any, prompt: str, system: str | None = None) -> str:
-    """The prompt as the model's chat template renders it, ready for the assistant's reply."""
-    messages = [{"role": "user", "content": prompt}]
-    if system:
-        messages.insert(0, {"role": "system", "content": system})
-    if getattr(tok, "chat_template", None):
-        return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    # No template: ChatML, which SmolLM2-Instruct uses.
-    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-    return text + "<|im_start|>assistant\n"
 
 
 @dataclass

@@ -5,7 +5,10 @@ when a cached prefix is shared). A full block is identified by a hash chain over
 tokens and everything before them, so equal prefixes map to equal hashes. Blocks whose
 reference count drops to zero go to the back of a free queue but stay findable by hash
 until they are reused; allocation takes from the front (least recently freed first),
-which evicts cached blocks LRU. Owns block ids only; the tensors live in `kv_cache.py`.
+which evicts cached blocks LRU. Block 0 is the null block: never handed out, always
+zero, it pads block tables. Blocks handed out are listed in `fresh_blocks` until the
+engine has zeroed them (their stale tail must never hold another request's inf/NaN).
+Owns block ids only; the tensors live in `kv_cache.py`.
 """
 
 from __future__ import annotations
@@ -40,17 +43,23 @@ class BlockStats:
         return self.prefix_hits / self.prefix_queries if self.prefix_queries else 0.0
 
 
+NULL_BLOCK = 0
+
+
 class BlockManager:
+    """Blocks 1..num_blocks are allocatable; the cache tensors hold num_blocks + 1."""
+
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
         if num_blocks < 1:
             raise ValueError("the KV cache needs at least one block")
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
-        self.ref_counts = [0] * num_blocks
-        self.block_hashes: list[bytes | None] = [None] * num_blocks
+        self.ref_counts = [0] * (num_blocks + 1)
+        self.block_hashes: list[bytes | None] = [None] * (num_blocks + 1)
         self.cached_blocks: dict[bytes, int] = {}  # hash -> block id
-        self.free_queue: OrderedDict[int, None] = OrderedDict((b, None) for b in range(num_blocks))
+        self.free_queue: OrderedDict[int, None] = OrderedDict((b, None) for b in range(1, num_blocks + 1))
+        self.fresh_blocks: list[int] = []
         self.prefix_queries = 0
         self.prefix_hits = 0
 
@@ -106,6 +115,7 @@ class BlockManager:
             self._evict(block)
             self.ref_counts[block] = 1
             blocks.append(block)
+        self.fresh_blocks.extend(blocks)
         return blocks
 
     def free(self, blocks: Sequence[int]) -> None:

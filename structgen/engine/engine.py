@@ -84,7 +84,7 @@ class Engine:
             max_num_seqs=max_num_seqs or (256 if on_gpu else 64),
             max_num_batched_tokens=max_num_batched_tokens or (8192 if on_gpu else 2048),
         )
-        caches = kv_cache.allocate_kv_cache(self.config, num_blocks, block_size, self.dtype, self.device)
+        caches = kv_cache.allocate_kv_cache(self.config, num_blocks + 1, block_size, self.dtype, self.device)
         self.runner = ModelRunner(self.model, caches, block_size, _backend(attention_backend, on_gpu),
                                   self.device)
         self.sampler = Sampler()
@@ -159,6 +159,9 @@ class Engine:
         if not plan.chunks:
             return []
         self._steps += 1
+        if self.blocks.fresh_blocks:
+            self.runner.zero_blocks(self.blocks.fresh_blocks)
+            self.blocks.fresh_blocks.clear()
         logits = self.runner.execute(plan.chunks)
         sampling = [c for c in plan.chunks if c.samples]
         for chunk in plan.chunks:
@@ -252,13 +255,16 @@ class Engine:
 
     def generate(self, prompts: Sequence[str | Sequence[int]],
                  params: SamplingParams | Sequence[SamplingParams] | None = None,
-                 progress: bool = False) -> list[RequestOutput]:
-        """Run every prompt (text or token ids) to completion, batched; outputs in order."""
+                 progress: bool = False, grammars: Sequence[Any] | None = None) -> list[RequestOutput]:
+        """Run every prompt (text or token ids) to completion, batched; outputs in order.
+        `grammars`: one CompiledGrammar (or None) per prompt constrains its output."""
         if isinstance(params, SamplingParams) or params is None:
             params = [params or SamplingParams()] * len(prompts)
-        if len(params) != len(prompts):
-            raise InvalidParameterError("params", "give one SamplingParams or one per prompt")
-        ids = [self.add_request(self._tokenize(p), sp) for p, sp in zip(prompts, params)]
+        grammars = list(grammars) if grammars is not None else [None] * len(prompts)
+        if len(params) != len(prompts) or len(grammars) != len(prompts):
+            raise InvalidParameterError("params", "give one SamplingParams (and grammar) or one per prompt")
+        ids = [self.add_request(self._tokenize(p), sp, matcher=g.matcher() if g is not None else None)
+               for p, sp, g in zip(prompts, params, grammars)]
         final: dict[str, RequestOutput] = {}
         bar = _progress(len(ids), progress)
         try:
@@ -287,7 +293,8 @@ class Engine:
                 kv_cache_bytes = kv_cache.gpu_budget_bytes(self.device, gpu_fraction)
             else:
                 kv_cache_bytes = DEFAULT_CPU_KV_BYTES
-        num_blocks = kv_cache.blocks_for_budget(self.config, self.block_size, self.dtype, kv_cache_bytes)
+        # One block of the budget is the null block (see block_manager).
+        num_blocks = kv_cache.blocks_for_budget(self.config, self.block_size, self.dtype, kv_cache_bytes) - 1
         if num_blocks < 1:
             raise InvalidParameterError("kv_cache_bytes", f"{kv_cache_bytes} bytes hold no KV block")
         return num_blocks

@@ -28,6 +28,14 @@ class ModelRunner:
         self.device = device
 
     @torch.inference_mode()
+    def zero_blocks(self, blocks: list[int]) -> None:
+        """Clear blocks just handed out, so that no stale value is ever read as context."""
+        index = torch.tensor(blocks, dtype=torch.int64, device=self.device)
+        for k_cache, v_cache in self.kv_caches:
+            k_cache.index_fill_(0, index, 0)
+            v_cache.index_fill_(0, index, 0)
+
+    @torch.inference_mode()
     def execute(self, chunks: list[ScheduledChunk]) -> torch.Tensor:
         """Logits [number of sampling chunks, vocab], in the order of `chunks`."""
         batch = self._flatten(chunks)

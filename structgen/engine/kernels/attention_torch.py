@@ -77,58 +77,46 @@ def paged_attention(
     return out
 
 
-def _context_slots(block_tables: torch.Tensor, lengths: list[int], block_size: int) -> torch.Tensor:
-    """Cache slot of every context position of the given sequences, padded to the longest
-    ([B, max(lengths)] int64; padding points at slot 0 and must be masked out)."""
-    max_len = max(lengths)
-    positions = torch.arange(max_len, device=block_tables.device)
-    blocks = block_tables[:, : -(-max_len // block_size)].long()
-    slots = blocks[:, positions // block_size] * block_size + positions % block_size
-    valid = positions[None, :] < torch.tensor(lengths, device=block_tables.device)[:, None]
-    return torch.where(valid, slots, 0)
-
-
-def _gather(cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """Cached K or V at `slots` [..., L] -> [..., L, kv_heads, head_dim]."""
-    flat = cache.view(-1, cache.shape[2], cache.shape[3])
-    return flat.index_select(0, slots.reshape(-1)).view(*slots.shape, cache.shape[2], cache.shape[3])
+def _gather_blocks(cache: torch.Tensor, block_ids: torch.Tensor) -> torch.Tensor:
+    """Whole cache blocks [..., nb] -> [..., nb * block_size, kv_heads, head_dim]. Copying
+    whole blocks (not token rows) keeps the copy a few large memcpys."""
+    bs, kvh, dim = cache.shape[1:]
+    flat = cache.view(cache.shape[0], -1).index_select(0, block_ids.reshape(-1))
+    return flat.view(*block_ids.shape[:-1], block_ids.shape[-1] * bs, kvh, dim)
 
 
 def _decode_attention(query, k_cache, v_cache, meta: AttentionMetadata, scale: float):
-    """One new token per sequence: all decodes in one padded SDPA call."""
+    """One new token per sequence: all decodes in one padded SDPA call.
+
+    Grouped-query attention without copying K/V per query head: the query heads that
+    share a KV head become rows of one [group, head_dim] query against that head.
+    Positions past a sequence's length are masked; they read zeros or the sequence's own
+    earlier values (the block manager hands out zeroed blocks, tables pad with the
+    zero null block), so nothing non-finite can leak in through the mask."""
     nd = meta.num_decodes
+    block_size = k_cache.shape[1]
     if "decode" not in meta.scratch:
         lengths = meta.seq_lens_cpu[:nd]
-        slots = _context_slots(meta.block_tables[:nd], lengths, k_cache.shape[1])
-        positions = torch.arange(slots.shape[1], device=query.device)
-        mask = None
-        if min(lengths) != max(lengths):
-            mask = (positions[None, :] < meta.seq_lens[:nd, None])[:, None, None, :]
-        meta.scratch["decode"] = (slots, mask)
-    slots, mask = meta.scratch["decode"]
-    keys = _gather(k_cache, slots)  # [nd, L, kvh, d]
-    values = _gather(v_cache, slots)
-    if mask is not None:  # padding reads slot 0, which may hold another sequence's inf/NaN
-        padding = ~mask[:, 0, 0, :, None, None]
-        keys, values = keys.masked_fill(padding, 0), values.masked_fill(padding, 0)
-    keys, values = keys.transpose(1, 2), values.transpose(1, 2)  # [nd, kvh, L, d]
-    q = query.unsqueeze(2)  # [nd, heads, 1, d]
-    out = F.scaled_dot_product_attention(
-        q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, scale=scale,
-        enable_gqa=q.shape[1] != keys.shape[1],
-    )
-    return out.squeeze(2)
+        num_blocks = -(-max(lengths) // block_size)
+        blocks = meta.block_tables[:nd, :num_blocks].long()
+        positions = torch.arange(num_blocks * block_size, device=query.device)
+        mask = (positions[None, :] < meta.seq_lens[:nd, None])[:, None, None, :]
+        meta.scratch["decode"] = (blocks, mask)
+    blocks, mask = meta.scratch["decode"]
+    kv_heads = k_cache.shape[2]
+    keys = _gather_blocks(k_cache, blocks).transpose(1, 2)  # [nd, kvh, L, d]
+    values = _gather_blocks(v_cache, blocks).transpose(1, 2)
+    q = query.view(nd, kv_heads, -1, query.shape[-1])  # [nd, kvh, group, d]
+    out = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, scale=scale)
+    return out.reshape(query.shape)
 
 
 def _prefill_attention(query, k_cache, v_cache, meta: AttentionMetadata, b: int, scale: float):
     """New tokens of sequence b over its cached prefix plus themselves."""
     q_len, seq_len = query.shape[0], meta.seq_lens_cpu[b]
-    key = ("prefill", b)
-    if key not in meta.scratch:
-        meta.scratch[key] = _context_slots(meta.block_tables[b : b + 1], [seq_len], k_cache.shape[1])[0]
-    slots = meta.scratch[key]
-    keys = _gather(k_cache, slots).transpose(0, 1)  # [kvh, L, d]
-    values = _gather(v_cache, slots).transpose(0, 1)
+    blocks = meta.block_tables[b, : -(-seq_len // k_cache.shape[1])].long()
+    keys = _gather_blocks(k_cache, blocks)[:seq_len].transpose(0, 1)  # [kvh, L, d]
+    values = _gather_blocks(v_cache, blocks)[:seq_len].transpose(0, 1)
     q = query.transpose(0, 1)  # [heads, q_len, d]
     gqa = q.shape[0] != keys.shape[0]
     if q_len == seq_len:
