@@ -90,6 +90,14 @@ class IncrementalDetokenizer:
         new_text = self._decoder.decode(self._token_bytes(token_ids))
         return self._add_text(new_text)
 
+    def append_bytes(self, data: bytes) -> str | None:
+        """Add output bytes that are not (yet) whole tokens of their own: a jump-forward's
+        forced span, whose tokens replaced tokens already appended. Same result as
+        `append`."""
+        if self.done:
+            return None
+        return self._add_text(self._decoder.decode(data))
+
     def take_new_text(self) -> str:
         """Text committed since the last call: never part of a character, never text that
         may still turn out to start a stop string."""

@@ -10,6 +10,7 @@ prompts is done. Owns the request table and the wiring; the parts own their own 
 from __future__ import annotations
 
 import itertools
+from concurrent.futures import ThreadPoolExecutor
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -20,6 +21,7 @@ import torch
 from structgen.engine import kv_cache
 from structgen.engine.block_manager import BlockManager, BlockStats
 from structgen.engine.detokenizer import IncrementalDetokenizer
+from structgen.engine.jump_forward import RETOKENIZED_TAIL, Jump, plan_jump
 from structgen.engine.models.loader import load_model
 from structgen.engine.request import Request, RequestOutput, Status
 from structgen.engine.runner import ModelRunner
@@ -61,6 +63,8 @@ class Engine:
         max_model_len: int | None = None,
         enable_prefix_caching: bool = True,
         attention_backend: str = "auto",
+        jump_forward: bool = True,
+        overlap_masks: bool | None = None,
         seed: int = 0,
     ):
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -88,7 +92,14 @@ class Engine:
         self.runner = ModelRunner(self.model, caches, block_size, _backend(attention_backend, on_gpu),
                                   self.device)
         self.sampler = Sampler()
+        self.jump_forward = jump_forward
+        self._bitmask = None  # preallocated [rows, ceil(vocab/32)] int32, grown on demand
+        # Masks are filled in a worker thread during the forward pass (default on GPU,
+        # where the forward runs asynchronously; on CPU both would share the same cores).
+        overlap = on_gpu if overlap_masks is None else overlap_masks
+        self._mask_worker = ThreadPoolExecutor(1, thread_name_prefix="structgen-masks") if overlap else None
         self.requests: dict[str, Request] = {}
+        self.compiling: list[Request] = []  # waiting for their grammar, beside the batch
         self._ids = itertools.count()
         self._steps = 0
         self._preemptions = 0
@@ -97,9 +108,15 @@ class Engine:
     # -- requests -----------------------------------------------------------------------
 
     def add_request(self, prompt_token_ids: Sequence[int], sampling_params: SamplingParams | None = None,
-                    request_id: str | None = None, matcher: Any = None) -> str:
-        """Queue a tokenized prompt; returns its request id. `matcher` (a structgen Matcher)
-        constrains every sampled token to its grammar."""
+                    request_id: str | None = None, matcher: Any = None, *, grammar: Any = None,
+                    jump_forward: bool | None = None) -> str:
+        """Queue a tokenized prompt; returns its request id.
+
+        Constrained decoding: `grammar` is a CompiledGrammar, or a `concurrent.futures.Future`
+        of one that is still compiling (the request waits beside the running batch until
+        it resolves; a failed compile finishes it with finish_reason "error"). `matcher`
+        gives a ready-made Matcher instead. `jump_forward` (default: the engine's setting)
+        appends the bytes the grammar forces as one prefill instead of decoding them."""
         params = sampling_params or SamplingParams()
         prompt = self._check_prompt(prompt_token_ids, params)
         request_id = request_id if request_id is not None else f"req-{next(self._ids)}"
@@ -111,10 +128,36 @@ class Engine:
         if self.vocab is not None:
             detok = IncrementalDetokenizer(self.vocab, params, self._special_token_text)
         request = Request(request_id, prompt, params, detok)
-        request.matcher = matcher
+        request.jump_forward = self.jump_forward if jump_forward is None else jump_forward
         self.requests[request_id] = request
+        if grammar is not None and hasattr(grammar, "done"):  # a Future: compiling
+            request.grammar_future = grammar
+            self.compiling.append(request)
+            self._admit_compiled()
+            return request_id
+        if grammar is not None:
+            matcher = grammar.matcher()
+        request.matcher = matcher
         self.scheduler.add(request)
         return request_id
+
+    def _admit_compiled(self) -> list[RequestOutput]:
+        """Queue requests whose grammar finished compiling; fail those whose compile failed."""
+        failed = []
+        for request in [r for r in self.compiling if r.grammar_future.done()]:
+            self.compiling.remove(request)
+            request.metrics.compile_time_s = time.monotonic() - request.metrics.arrival_time
+            try:
+                request.matcher = request.grammar_future.result().matcher()
+            except Exception as exc:  # the compile's own error, reported to the caller
+                request.error = str(exc) or type(exc).__name__
+                request.finish_reason = "error"
+                request.status = Status.FINISHED
+                self.requests.pop(request.request_id, None)
+                failed.append(self._output(request))
+                continue
+            self.scheduler.add(request)
+        return failed
 
     def _check_prompt(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> list[int]:
         prompt = [int(t) for t in prompt_token_ids]
@@ -143,68 +186,156 @@ class Engine:
         request = self.requests.pop(request_id, None)
         if request is None:
             return False
+        if request in self.compiling:
+            self.compiling.remove(request)
+            request.grammar_future.cancel()
         self.scheduler.finish(request)
         request.finish_reason = "abort"
         return True
 
     def has_unfinished_requests(self) -> bool:
-        return self.scheduler.has_unfinished()
+        return self.scheduler.has_unfinished() or bool(self.compiling)
 
     # -- the step ---------------------------------------------------------------------
 
     def step(self) -> list[RequestOutput]:
         """Run one scheduled batch; outputs for every request that advanced or finished."""
+        failed = self._admit_compiled() if self.compiling else []
         plan = self.scheduler.schedule()
         self._preemptions += len(plan.preempted)
         if not plan.chunks:
-            return []
+            if self.compiling and not failed:
+                time.sleep(0.001)  # only compiles are pending: do not spin
+            return failed
         self._steps += 1
         if self.blocks.fresh_blocks:
             self.runner.zero_blocks(self.blocks.fresh_blocks)
             self.blocks.fresh_blocks.clear()
-        logits = self.runner.execute(plan.chunks)
         sampling = [c for c in plan.chunks if c.samples]
+        if self._mask_worker is not None:  # masks on the CPU while the device runs the forward
+            masks_future = self._mask_worker.submit(self._fill_grammar_masks, sampling)
+            logits = self.runner.execute(plan.chunks)
+            masks = masks_future.result()
+        else:
+            logits = self.runner.execute(plan.chunks)
+            masks = self._fill_grammar_masks(sampling)
         for chunk in plan.chunks:
             self.scheduler.on_computed(chunk)
         if not sampling:
-            return []
-        self._apply_grammar_masks(logits, sampling)
+            return failed
+        self._apply_grammar_masks(logits, masks)
         rows = [SamplerRow(c.request.params, c.request.output_token_ids, c.request.generator)
                 for c in sampling]
         sampled = self.sampler.sample(logits, rows)
-        outputs = []
+        outputs = failed
         now = time.monotonic()
         for chunk, token, logprobs in zip(sampling, sampled.token_ids, sampled.logprobs):
-            outputs.append(self._advance(chunk.request, token, logprobs, now))
+            request = chunk.request
+            if request.error is None:
+                try:
+                    self._advance(request, token, logprobs, now)
+                except Exception as exc:  # one request's failure must not end the others
+                    request.error = f"{type(exc).__name__}: {exc}"
+            if request.error is not None:
+                request.finish_reason = "error"
+            if request.finish_reason is not None and not request.is_finished:
+                self._finish(request)
+            outputs.append(self._output(request))
         return outputs
 
-    def _apply_grammar_masks(self, logits: torch.Tensor, sampling: list[ScheduledChunk]) -> None:
-        """Disallow, in each constrained row, every token its matcher rejects."""
-        constrained = [(row, c.request.matcher) for row, c in enumerate(sampling)
-                       if c.request.matcher is not None]
+    def _fill_grammar_masks(self, sampling: list[ScheduledChunk]):
+        """Each constrained row's allowed tokens, as (bitmask rows, logits row indices);
+        None when no row is constrained. Reads matchers only: safe to run in a worker
+        thread while the forward pass runs."""
+        constrained = [(row, c.request) for row, c in enumerate(sampling) if c.request.matcher is not None]
         if not constrained:
+            return None
+        if self._bitmask is None or self._bitmask.shape[0] < len(constrained):
+            from structgen.matcher import allocate_bitmask
+
+            self._bitmask = allocate_bitmask(max(len(constrained), self.scheduler.max_num_seqs),
+                                             self.config.vocab_size)
+        bitmask = self._bitmask[: len(constrained)]
+        for i, (_, request) in enumerate(constrained):
+            started = time.perf_counter()
+            try:
+                request.matcher.fill_bitmask(bitmask, i)
+            except Exception as exc:  # e.g. the grammar outgrew its state budget mid-decode
+                request.error = f"grammar failed while decoding: {exc}"
+                bitmask[i] = -1  # allow everything; the sampled token is discarded
+            request.metrics.mask_time_s += time.perf_counter() - started
+        return bitmask, [row for row, _ in constrained]
+
+    def _apply_grammar_masks(self, logits: torch.Tensor, masks) -> None:
+        """Disallow, in each constrained row, every token its matcher rejects (and the
+        model's padded vocabulary rows, which no matcher allows)."""
+        if masks is None:
             return
         from structgen.engine.kernels.logits_mask import apply_token_bitmask
-        from structgen.matcher import allocate_bitmask
 
-        bitmask = allocate_bitmask(len(constrained), logits.shape[1])
-        for i, (_, matcher) in enumerate(constrained):
-            matcher.fill_bitmask(bitmask, i)
-        rows = torch.tensor([row for row, _ in constrained], dtype=torch.int64, device=logits.device)
-        apply_token_bitmask(logits, torch.from_numpy(np.asarray(bitmask)).to(logits.device), rows)
+        bitmask, rows = masks
+        index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
+        apply_token_bitmask(logits, torch.from_numpy(bitmask).to(logits.device), index)
 
-    def _advance(self, request: Request, token: int, logprobs: Any, now: float) -> RequestOutput:
+    def _advance(self, request: Request, token: int, logprobs: Any, now: float) -> None:
         if request.metrics.first_token_time is None:
             request.metrics.first_token_time = now
         request.append_tokens([token])
+        request.metrics.num_sampled_tokens += 1
         if request.params.logprobs is not None:
             request.logprobs.append(logprobs)
         if request.matcher is not None and not request.matcher.accept_token(token):
             raise RuntimeError(f"the grammar rejected token {token} that its own mask allowed")
         self._check_stop(request, token)
-        if request.is_finished or request.finish_reason is not None:
-            self._finish(request)
-        return self._output(request)
+        if request.finish_reason is None and request.jump_forward and request.matcher is not None:
+            self._jump_forward(request)
+
+    def _jump_forward(self, request: Request) -> None:
+        """Append the tokens of the bytes the grammar now forces (see jump_forward.py)."""
+        forced = request.matcher.forced_bytes()
+        if not forced or self.tokenizer is None:
+            return
+        # Only re-tokenize generated tokens that sit in private blocks: full blocks are
+        # registered in the prefix cache and may be shared, so they must not change.
+        first_movable = max(request.num_prompt_tokens,
+                            request.num_registered_blocks * self.block_size,
+                            request.num_tokens - RETOKENIZED_TAIL)
+        tail = request.all_token_ids[first_movable:]
+        room = request.params.max_tokens - request.num_output_tokens
+        room = min(room, self.max_model_len - request.num_tokens)
+        if room <= 0:
+            return
+        jump = plan_jump(tail, forced, self.vocab, self.tokenizer, max_new_tokens=room)
+        if jump is None or not self._move_matcher(request.matcher, tail, jump):
+            return
+        request.remove_last_tokens(jump.rollback, self.block_size)
+        request.append_tokens(jump.append)
+        if request.params.logprobs is not None:
+            del request.logprobs[len(request.logprobs) - jump.rollback:]
+            request.logprobs.extend([None] * len(jump.append))
+        request.metrics.num_forced_tokens += len(jump.append) - jump.rollback
+        request.metrics.num_jumps += 1
+        stop = request.detokenizer.append_bytes(jump.new_bytes) if request.detokenizer else None
+        if stop is not None:
+            request.finish_reason, request.stop_reason = "stop", stop
+        elif request.matcher.is_terminated():
+            request.finish_reason = "stop"
+        elif request.num_output_tokens >= request.params.max_tokens or request.num_tokens >= self.max_model_len:
+            request.finish_reason = "length"
+
+    @staticmethod
+    def _move_matcher(matcher: Any, tail: list[int], jump: Jump) -> bool:
+        """Roll the matcher back over the replaced tokens and feed it the jump's tokens;
+        on any refusal restore it exactly and report False."""
+        replaced = tail[len(tail) - jump.rollback:]
+        matcher.rollback(jump.rollback)
+        for count, token in enumerate(jump.append):
+            if not matcher.accept_token(token):
+                matcher.rollback(count)
+                for old in replaced:
+                    matcher.accept_token(old)
+                return False
+        return True
 
     def _check_stop(self, request: Request, token: int) -> None:
         params = request.params
@@ -249,6 +380,7 @@ class Engine:
             logprobs=list(request.logprobs) if request.params.logprobs is not None else None,
             num_cached_tokens=request.num_cached_tokens,
             metrics=request.metrics,
+            error=request.error,
         )
 
     # -- conveniences -------------------------------------------------------------------

@@ -30,6 +30,11 @@ class RequestMetrics:
     first_scheduled_time: float | None = None
     first_token_time: float | None = None
     finished_time: float | None = None
+    num_sampled_tokens: int = 0  # output tokens the model decoded one by one
+    num_forced_tokens: int = 0  # output tokens appended by jump-forward (net)
+    num_jumps: int = 0
+    mask_time_s: float = 0.0  # filling this request's grammar masks
+    compile_time_s: float = 0.0  # waiting for its grammar to compile (0 on a cache hit)
 
 
 class Request:
@@ -55,6 +60,9 @@ class Request:
         # Constrained decoding: a Matcher (see structgen.matcher) whose mask is applied
         # to this request's logits and which accepts every sampled token.
         self.matcher: Any = None
+        self.jump_forward = False
+        self.grammar_future: Any = None  # a Future of the grammar while it compiles
+        self.error: str | None = None
         self.num_sent_tokens = 0  # output tokens already reported by step()
         self.num_sent_logprobs = 0
 
@@ -77,6 +85,16 @@ class Request:
     @property
     def is_finished(self) -> bool:
         return self.status is Status.FINISHED
+
+    def remove_last_tokens(self, count: int, block_size: int) -> None:
+        """Drop the last `count` output tokens (a jump-forward re-tokenized them). Their
+        K/V, if computed, is recomputed later; the blocks they sit in must be private
+        (not registered in the prefix cache), which `Engine._jump_forward` ensures."""
+        if count:
+            del self.all_token_ids[-count:]
+            self.num_computed_tokens = min(self.num_computed_tokens, self.num_tokens)
+            del self.block_hashes[self.num_tokens // block_size:]
+            self.num_sent_tokens = min(self.num_sent_tokens, self.num_output_tokens)
 
     def append_tokens(self, token_ids: list[int]) -> None:
         """Add output tokens; their K/V is computed in a later step. Sampled tokens come
@@ -101,3 +119,10 @@ class RequestOutput:
     logprobs: list[Any] | None = None  # TokenLogprobs per output token, when requested
     num_cached_tokens: int = 0  # prompt tokens served from the prefix cache
     metrics: RequestMetrics | None = None
+    error: str | None = None  # why the request failed (finish_reason "error")
+
+    @property
+    def incomplete(self) -> bool:
+        """True when a constrained output was cut off (max_tokens or the context) before
+        its structure was complete: the text is a prefix, not a valid document."""
+        return self.finish_reason in ("length", "abort", "error")

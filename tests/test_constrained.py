@@ -1,0 +1,222 @@
+"""Constrained decoding in the engine with the real SmolLM2 model: masks, EOS, early
+finish, incomplete outputs, async compiles, and jump-forward (canonical tokens, matcher
+consistency, fewer forward passes). Sampling at temperature 1.0 is the fuzzer."""
+
+from __future__ import annotations
+
+import json
+import random
+from concurrent.futures import Future
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import structgen
+from structgen.chat import render_chat
+from structgen.engine import Engine, SamplingParams
+from structgen.engine.jump_forward import extendable_tokens, plan_jump
+
+MASKBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "maskbench-dev"
+PROFILE = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+           "required": ["name", "age"], "additionalProperties": False}
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine(kv_cache_bytes=256 << 20, max_num_seqs=32)
+
+
+def chat_ids(engine, text, schema=None):
+    system = None if schema is None else "Reply with JSON following this schema: " + json.dumps(schema)
+    return engine.tokenizer.encode(render_chat(engine.tokenizer, text, system), add_special_tokens=False)
+
+
+def replay(grammar, token_ids, eos_ids):
+    """A fresh matcher accepts the whole output, token by token (EOS included)."""
+    matcher = grammar.matcher()
+    for token in token_ids:
+        assert matcher.accept_token(token), f"token {token} refused on replay"
+    return matcher
+
+
+# -- planning a jump -------------------------------------------------------------------
+
+
+def test_plan_jump_is_canonical_and_backs_off_extendable_tail(engine):
+    vocab, tok = engine.vocab, engine.tokenizer
+    tail = tok.encode("{", add_special_tokens=False)
+    jump = plan_jump(tail, b'"name": "', vocab, tok, max_new_tokens=100)
+    assert jump is not None
+    new_ids = tail[: len(tail) - jump.rollback] + jump.append
+    spelled = vocab.decode(new_ids)
+    full = b'{"name": "'
+    assert full.startswith(spelled) and len(spelled) > 1
+    canonical = tok.encode(full.decode(), add_special_tokens=False)
+    assert new_ids == canonical[: len(new_ids)]  # a prefix of the tokenizer's own ids
+    backed_off = 1 if canonical[-1] in extendable_tokens(vocab) else 0
+    assert len(new_ids) == len(canonical) - backed_off
+    assert jump.new_bytes == spelled[len(b"{"):]
+
+
+def test_plan_jump_respects_the_token_cap_and_split_characters(engine):
+    vocab, tok = engine.vocab, engine.tokenizer
+    tail = tok.encode("[", add_special_tokens=False)
+    capped = plan_jump(tail, b'"aaaa bbbb cccc dddd eeee",', vocab, tok, max_new_tokens=2)
+    assert capped is not None and len(capped.append) - capped.rollback <= 2
+    assert plan_jump(tail, "é".encode()[:1], vocab, tok, max_new_tokens=10) is None
+
+
+# -- masks, EOS, finish ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("jump", [True, False])
+def test_profile_schema_greedy_validates(engine, jump):
+    grammar = structgen.compile_json_schema(PROFILE, engine.vocab)
+    prompt = chat_ids(engine, "Describe a person.", PROFILE)
+    out = engine.generate([prompt], SamplingParams(max_tokens=60, temperature=0.0),
+                          grammars=[grammar])[0] if jump else _no_jump(engine, prompt, grammar)
+    assert out.finish_reason == "stop" and not out.incomplete
+    jsonschema.validate(json.loads(out.text), PROFILE)
+    replay(grammar, out.token_ids, engine.eos_token_ids)
+    if jump:
+        assert out.metrics.num_forced_tokens > 0 and out.metrics.num_jumps > 0
+    else:
+        assert out.metrics.num_forced_tokens == 0
+
+
+def _no_jump(engine, prompt, grammar):
+    rid = engine.add_request(prompt, SamplingParams(max_tokens=60, temperature=0.0), grammar=grammar,
+                             jump_forward=False)
+    return _run_until(engine, rid)
+
+
+def _run_until(engine, request_id):
+    while True:
+        for out in engine.step():
+            if out.request_id == request_id and out.finished:
+                return out
+
+
+def test_jump_forward_saves_forward_passes_and_keeps_the_text(engine):
+    grammar = structgen.compile_json_schema(PROFILE, engine.vocab)
+    prompt = chat_ids(engine, "Describe a person named Ann.", PROFILE)
+    params = SamplingParams(max_tokens=60, temperature=0.0)
+    steps_before = engine.stats().steps
+    off = _no_jump(engine, prompt, grammar)
+    steps_off = engine.stats().steps - steps_before
+    rid = engine.add_request(prompt, params, grammar=grammar, jump_forward=True)
+    on = _run_until(engine, rid)
+    steps_on = engine.stats().steps - steps_before - steps_off
+    assert json.loads(on.text) == json.loads(off.text)
+    assert steps_on < steps_off
+    assert on.metrics.num_sampled_tokens + on.metrics.num_forced_tokens == len(on.token_ids)
+
+
+def test_length_cut_is_flagged_incomplete(engine):
+    grammar = structgen.compile_json_schema(PROFILE, engine.vocab)
+    out = engine.generate([chat_ids(engine, "Describe a person.", PROFILE)],
+                          SamplingParams(max_tokens=3, temperature=0.0), grammars=[grammar])[0]
+    assert out.finish_reason == "length" and out.incomplete
+    with pytest.raises(ValueError):
+        json.loads(out.text)
+
+
+def test_choice_finishes_as_soon_as_complete(engine):
+    grammar = structgen.compile_choice(["yes", "no", "maybe"], engine.vocab)
+    out = engine.generate([chat_ids(engine, "Is the sky blue? Answer yes or no.")],
+                          SamplingParams(max_tokens=20, temperature=0.0), grammars=[grammar])[0]
+    assert out.text in ("yes", "no", "maybe") and out.finish_reason == "stop"
+
+
+def test_regex_requests_match(engine):
+    pattern = r"[0-9]{3}-[0-9]{4}"
+    grammar = structgen.compile_regex(pattern, engine.vocab)
+    import re
+
+    outs = engine.generate([chat_ids(engine, "Give me a phone number.")] * 4,
+                           [SamplingParams(max_tokens=20, temperature=1.0, seed=s) for s in range(4)],
+                           grammars=[grammar] * 4)
+    for out in outs:
+        assert out.finish_reason == "stop" and re.fullmatch(pattern, out.text), out.text
+
+
+def test_unconstrained_and_constrained_share_a_batch(engine):
+    grammar = structgen.compile_json_schema({"type": "array", "items": {"type": "integer"}, "maxItems": 3},
+                                            engine.vocab)
+    prompt = chat_ids(engine, "List numbers.")
+    outs = engine.generate([prompt, prompt], SamplingParams(max_tokens=30, temperature=0.0),
+                           grammars=[grammar, None])
+    assert isinstance(json.loads(outs[0].text), list)
+    assert outs[1].metrics.mask_time_s == 0.0 and outs[0].metrics.mask_time_s > 0.0
+
+
+# -- grammars that are still compiling -------------------------------------------------
+
+
+def test_compiling_grammar_waits_beside_the_batch_and_failures_are_reported(engine):
+    pending: Future = Future()
+    failing: Future = Future()
+    prompt = chat_ids(engine, "Describe a person.", PROFILE)
+    waiting_id = engine.add_request(prompt, SamplingParams(max_tokens=60, temperature=0.0), grammar=pending)
+    failing_id = engine.add_request(prompt, SamplingParams(max_tokens=60), grammar=failing)
+    other = engine.add_request(chat_ids(engine, "Hi"), SamplingParams(max_tokens=5, temperature=0.0))
+    for _ in range(3):
+        engine.step()
+    assert engine.requests[waiting_id].matcher is None  # still waiting; the batch ran
+    failing.set_exception(structgen.SchemaError("bad schema", "/properties/x"))
+    pending.set_result(structgen.compile_json_schema(PROFILE, engine.vocab))
+    finished = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                finished[out.request_id] = out
+    assert finished[failing_id].finish_reason == "error" and "/properties/x" in finished[failing_id].error
+    jsonschema.validate(json.loads(finished[waiting_id].text), PROFILE)
+    assert finished[other].finish_reason in ("stop", "length")
+    assert engine.blocks.stats().used == 0
+
+
+# -- the fuzzer ------------------------------------------------------------------------
+
+
+def maskbench_schemas(count: int, seed: int = 0):
+    files = sorted(MASKBENCH.glob("*.json"))
+    random.Random(seed).shuffle(files)
+    for path in files:
+        yield path.name, json.loads(path.read_text())["schema"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jump", [True, False])
+def test_maskbench_schemas_sampled_at_temperature_one_validate(engine, jump):
+    """Random sampling as a fuzzer over real schemas: every output that finished with
+    "stop" validates. (benchmarks/constrained.py --validate runs 300+ schemas.)"""
+    grammars, names = [], []
+    for name, schema in maskbench_schemas(200, seed=1):
+        try:
+            grammars.append((structgen.compile_json_schema(schema, engine.vocab), schema))
+            names.append(name)
+        except structgen.StructgenError:
+            continue
+        if len(grammars) == 24:
+            break
+    prompts = [chat_ids(engine, "Produce an example.", schema) for _, schema in grammars]
+    params = [SamplingParams(max_tokens=96, temperature=1.0, seed=i) for i in range(len(prompts))]
+    ids = [engine.add_request(p, sp, grammar=g, jump_forward=jump)
+           for p, sp, (g, _) in zip(prompts, params, grammars)]
+    finished = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                finished[out.request_id] = out
+    stopped = 0
+    for rid, (grammar, schema), name in zip(ids, grammars, names):
+        out = finished[rid]
+        replay(grammar, out.token_ids, engine.eos_token_ids)
+        if out.finish_reason == "stop":
+            stopped += 1
+            jsonschema.validate(json.loads(out.text), schema)
+        else:
+            assert out.incomplete
+    assert stopped >= len(ids) // 2
