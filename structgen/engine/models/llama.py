@@ -63,17 +63,18 @@ class Rotary(nn.Module):
         self.register_buffer("sin", angles.sin(), persistent=False)
 
     def tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin [T, 1, head_dim] for the step's positions (looked up once per step)."""
-        return self.cos[positions].unsqueeze(1).to(dtype), self.sin[positions].unsqueeze(1).to(dtype)
+        """cos and signed sin [T, 1, head_dim] for the step's positions (looked up once per
+        step). The sin table's first half is negated so that rotating half of a vector
+        is one `roll` (see apply_rotary)."""
+        half = self.sin.shape[-1] // 2
+        sin = self.sin[positions]
+        sin = torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
+        return self.cos[positions].unsqueeze(1).to(dtype), sin.unsqueeze(1).to(dtype)
 
 
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    return x * cos + _rotate_half(x) * sin
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotate-half RoPE: x*cos + [-x2, x1]*sin, written as x*cos + roll(x)*signed_sin."""
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), signed_sin)
 
 
 class Attention(nn.Module):
@@ -92,7 +93,7 @@ class Attention(nn.Module):
 
     def forward(self, x, rope, kv_cache, meta, backend: ModuleType):
         tokens = x.shape[0]
-        qkv = self.qkv(x)
+        qkv = F.linear(x, self.qkv.weight, self.qkv.bias)
         heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
         if self.q_norm is None:
             # q and k sit side by side in qkv: rotate them as one [T, heads + kv_heads, dim] view.
@@ -107,7 +108,7 @@ class Attention(nn.Module):
         k_cache, v_cache = kv_cache
         backend.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
         out = backend.paged_attention(q, k_cache, v_cache, meta, self.scale)
-        return self.o(out.reshape(tokens, self.q_size))
+        return F.linear(out.reshape(tokens, self.q_size), self.o.weight, self.o.bias)
 
 
 class MLP(nn.Module):
@@ -118,8 +119,8 @@ class MLP(nn.Module):
         self.down = nn.Linear(self.intermediate, config.hidden_size, bias=config.mlp_bias)
 
     def forward(self, x):
-        gate, up = self.gate_up(x).split(self.intermediate, dim=-1)
-        return self.down(F.silu(gate) * up)
+        gate, up = F.linear(x, self.gate_up.weight, self.gate_up.bias).split(self.intermediate, dim=-1)
+        return F.linear(F.silu(gate) * up, self.down.weight, self.down.bias)
 
 
 class DecoderLayer(nn.Module):
@@ -132,8 +133,10 @@ class DecoderLayer(nn.Module):
         self.eps = config.rms_norm_eps
 
     def forward(self, x, rope, kv_cache, meta, backend):
-        x = x + self.attn(rms_norm(x, self.input_norm, self.eps), rope, kv_cache, meta, backend)
-        return x + self.mlp(rms_norm(x, self.post_attn_norm, self.eps))
+        # .forward directly: nn.Module.__call__'s hook handling costs more than the small
+        # ops of a decode step.
+        x = x + self.attn.forward(rms_norm(x, self.input_norm, self.eps), rope, kv_cache, meta, backend)
+        return x + self.mlp.forward(rms_norm(x, self.post_attn_norm, self.eps))
 
 
 class LlamaForCausalLM(nn.Module):
@@ -162,7 +165,7 @@ class LlamaForCausalLM(nn.Module):
         x = self.embed(input_ids)
         rope = self.rotary.tables(positions, x.dtype)
         for layer, kv_cache in zip(self.layers, kv_caches):
-            x = layer(x, rope, kv_cache, meta, backend)
+            x = layer.forward(x, rope, kv_cache, meta, backend)
         return rms_norm(x, self.norm, self.config.rms_norm_eps)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
