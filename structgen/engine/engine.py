@@ -198,6 +198,7 @@ class Engine:
 
     # -- the step ---------------------------------------------------------------------
 
+    @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         """Run one scheduled batch; outputs for every request that advanced or finished."""
         failed = self._admit_compiled() if self.compiling else []
