@@ -2,7 +2,7 @@
 
     structgen generate [--schema JSON_OR_FILE | --regex R | --choice A B ...] PROMPT
     structgen compile  [--regex | --choice] SOURCE ...
-    structgen serve    (not built yet)
+    structgen serve    [--port 8000] [--model PATH]  (OpenAI-compatible server)
 
 `generate` runs the default model (SmolLM2-135M-Instruct, offline) on the structgen
 engine, every token masked by the compiled grammar; `compile` compiles a grammar for the
@@ -30,11 +30,6 @@ EXIT_USAGE = 2  # bad input: schema, regex, choices, arguments
 
 WHITESPACE_MODES = ("default", "compact", "flexible")
 
-_SERVE_MESSAGE = (
-    "structgen serve: the OpenAI-compatible server is not built yet.\n"
-    "For now use `structgen generate` (CLI) or the grammar API (structgen.compile_json_schema,\n"
-    "Matcher.fill_bitmask) from Python."
-)
 
 
 class UsageError(Exception):
@@ -121,8 +116,23 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="print the report as one JSON object")
     comp.set_defaults(func=_cmd_compile)
 
-    serve = sub.add_parser("serve", help="(not built yet) the OpenAI-compatible server",
-                           description="Not built yet.")
+    serve = sub.add_parser("serve", help="run the OpenAI-compatible server",
+                           description="Serve /v1/chat/completions, /v1/completions, /v1/models, "
+                           "/health and /metrics on the engine.")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--model", default=None,
+                       help="folder with config.json + safetensors, or a .gguf file "
+                       "(default: the embedded SmolLM2-135M-Instruct)")
+    serve.add_argument("--served-model-name", default=None)
+    serve.add_argument("--api-key", default=os.environ.get("STRUCTGEN_API_KEY"),
+                       help="require 'Authorization: Bearer KEY' (default: $STRUCTGEN_API_KEY)")
+    serve.add_argument("--kv-cache-bytes", type=_positive_int, default=None)
+    serve.add_argument("--max-num-seqs", type=_positive_int, default=None)
+    serve.add_argument("--max-waiting", type=_positive_int, default=512,
+                       help="requests queued beyond the running batch before 429s")
+    serve.add_argument("--max-body-bytes", type=_positive_int, default=4 << 20)
+    serve.add_argument("--no-jump-forward", action="store_true")
     serve.set_defaults(func=_cmd_serve)
     return parser
 
@@ -374,8 +384,25 @@ def _quiet_transformers() -> None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    print(_SERVE_MESSAGE, file=sys.stderr)
-    return EXIT_USAGE
+    import uvicorn
+
+    from server.app import create_app
+    from structgen.engine.async_engine import AsyncEngine
+    from structgen.engine.engine import Engine
+
+    _quiet_transformers()
+    print("structgen serve: loading the model ...", file=sys.stderr)
+    engine = Engine(args.model, kv_cache_bytes=args.kv_cache_bytes, max_num_seqs=args.max_num_seqs,
+                    jump_forward=not args.no_jump_forward)
+    runner = AsyncEngine(engine, max_waiting=args.max_waiting)
+    app = create_app(runner, model_name=args.served_model_name, api_key=args.api_key,
+                     max_body_bytes=args.max_body_bytes)
+    print(f"structgen serve: {engine.model_name} on http://{args.host}:{args.port}/v1", file=sys.stderr)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        runner.shutdown()
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------- entry point
@@ -384,7 +411,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "serve":  # serve takes anything: it only says it is not built
+    if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or 0)

@@ -76,10 +76,10 @@ def test_help_lists_the_commands():
         assert command in proc.stdout
 
 
-def test_serve_says_it_is_not_built_yet():
-    proc = run_cli("serve", "--port", "8000")
+def test_serve_refuses_a_model_path_that_does_not_exist(tmp_path):
+    proc = run_cli("serve", "--port", "0", "--model", str(tmp_path / "missing"))
     assert proc.returncode == 2
-    assert "not built yet" in proc.stderr
+    assert "neither a folder with config.json nor a .gguf file" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

@@ -1,0 +1,400 @@
+"""The OpenAI-compatible HTTP API on top of `AsyncEngine`.
+
+Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
+GET /metrics (Prometheus). A request flows: body (pydantic, `protocol.py`) -> prompt ids
+(chat template) and grammar (`structured.py`, compiled off the event loop) -> sampling
+parameters -> `AsyncEngine.generate` -> one JSON response or an SSE stream. A client
+that disconnects mid-stream cancels its request, which frees its KV blocks. Every bad
+input is an OpenAI error body with a 4xx status; nothing a client sends can stop the
+engine. Owns HTTP concerns only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from server.metrics import Metrics
+from server.protocol import ChatCompletionRequest, CompletionRequest
+from server.structured import OutputSpec, UnsupportedRequestError, compile_spec, output_spec, tool_calls_from
+from structgen.chat import render_chat
+from structgen.engine.async_engine import AsyncEngine, EngineDeadError, EngineOverloadedError
+from structgen.engine.engine import PromptTooLongError
+from structgen.engine.sampling_params import InvalidParameterError, SamplingParams
+from structgen.errors import SchemaError, StructgenError
+
+DEFAULT_MAX_BODY_BYTES = 4 << 20
+
+
+class APIError(Exception):
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+        self.headers = headers or {}
+
+
+def error_response(err: APIError) -> JSONResponse:
+    body = {"error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}}
+    return JSONResponse(body, status_code=err.status, headers=err.headers)
+
+
+def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: str | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    app = FastAPI(title="structgen", version="0.1.0",
+                  description="OpenAI-compatible structured generation")
+    served = model_name or engine.engine.model_name
+    metrics = Metrics()
+    app.state.engine, app.state.metrics = engine, metrics
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        endpoint = request.url.path
+        try:
+            if api_key is not None and endpoint.startswith("/v1/"):
+                if request.headers.get("authorization", "") != f"Bearer {api_key}":
+                    raise APIError(401, "invalid or missing API key", "authentication_error",
+                                   code="invalid_api_key")
+            length = request.headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > max_body_bytes:
+                raise APIError(413, f"request body of {length} bytes exceeds the limit of {max_body_bytes}",
+                               code="request_too_large")
+            response = await call_next(request)
+        except APIError as err:
+            response = error_response(err)
+        metrics.requests.labels(endpoint, str(response.status_code)).inc()
+        return response
+
+    @app.exception_handler(APIError)
+    async def on_api_error(_: Request, err: APIError):
+        return error_response(err)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation_error(_: Request, exc: RequestValidationError):
+        first = exc.errors()[0] if exc.errors() else {}
+        location = [str(p) for p in first.get("loc", ()) if p != "body"]
+        param = ".".join(location) or None
+        message = first.get("msg", "invalid request")
+        if first.get("type") == "extra_forbidden":
+            message = f"unknown parameter {param!r}"
+        elif first.get("type") == "json_invalid":
+            message = "the request body is not valid JSON"
+        return error_response(APIError(400, f"{message} (param: {param})" if param else message, param=param))
+
+    @app.get("/health")
+    async def health():
+        if engine.dead is not None:
+            raise APIError(503, f"engine stopped: {engine.dead!r}", "server_error")
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{"id": served, "object": "model", "created": 0,
+                                            "owned_by": "structgen",
+                                            "max_model_len": engine.engine.max_model_len}]}
+
+    @app.get("/metrics")
+    async def prometheus():
+        stats = engine.engine.stats()
+        metrics.waiting.set(stats.waiting + len(engine.engine.compiling))
+        metrics.running.set(stats.running)
+        metrics.kv_used.set(stats.blocks.used)
+        metrics.kv_total.set(stats.blocks.total)
+        return PlainTextResponse(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatCompletionRequest, http: Request):
+        _check_model(body.model, served)
+        tok = engine.engine.tokenizer
+        prompt_ids = _chat_prompt_ids(tok, body)
+        return await _complete(http, body, [prompt_ids], chat=True)
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest, http: Request):
+        _check_model(body.model, served)
+        return await _complete(http, body, _completion_prompts(engine.engine.tokenizer, body.prompt), chat=False)
+
+    async def _complete(http: Request, body, prompts: list[list[int]], chat: bool):
+        spec = _output_spec(body)
+        grammar, compile_s, hit = await _compile(spec)
+        metrics.compile_time.observe(compile_s) if spec.kind else None
+        if hit:
+            metrics.compile_cache_hits.inc()
+        eng = engine.engine
+        token_limit = min(eng.max_model_len, eng.blocks.num_blocks * eng.block_size)
+        runs = [(p, _sampling_params(body, len(p), token_limit, i, chat))
+                for p in prompts for i in range(body.n)]
+        for prompt, params in runs:
+            _check_fits(prompt, params)
+        try:
+            engine.check_capacity(len(runs))
+        except EngineOverloadedError as err:
+            raise APIError(429, str(err), "rate_limit_error", headers={"Retry-After": "1"}) from err
+        except EngineDeadError as err:
+            raise APIError(503, str(err), "server_error", headers={"Retry-After": "30"}) from err
+        created, rid = int(time.time()), f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        streams = [engine.generate(p, sp, grammar=grammar, jump_forward=body.jump_forward,
+                                   request_id=f"{rid}-{i}") for i, (p, sp) in enumerate(runs)]
+        if body.stream:
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            events = _sse(http, streams, runs, spec, rid, created, chat, include_usage)
+            return StreamingResponse(events, media_type="text/event-stream")
+        finals = await asyncio.gather(*[_final(s) for s in streams])
+        return _response(finals, runs, spec, rid, created, chat, body)
+
+    async def _compile(spec: OutputSpec):
+        try:
+            return await compile_spec(spec, engine.engine.vocab)
+        except SchemaError as err:
+            raise APIError(400, str(err), param=spec.param, code="invalid_schema") from err
+        except StructgenError as err:
+            raise APIError(400, str(err), param=spec.param, code="invalid_grammar") from err
+
+    async def _final(stream):
+        final = None
+        try:
+            async for out in stream:
+                final = out
+        except EngineOverloadedError as err:
+            raise APIError(429, str(err), "rate_limit_error", headers={"Retry-After": "1"}) from err
+        except EngineDeadError as err:
+            raise APIError(503, str(err), "server_error") from err
+        except StructgenError as err:
+            raise APIError(400, str(err)) from err
+        _observe(final)
+        return final
+
+    def _observe(out) -> None:
+        if out is None or out.metrics is None:
+            return
+        m = out.metrics
+        done = m.finished_time or time.monotonic()
+        metrics.e2e.observe(done - m.arrival_time)
+        if m.first_token_time is not None:
+            metrics.ttft.observe(m.first_token_time - m.arrival_time)
+            if len(out.token_ids) > 1:
+                metrics.tpot.observe((done - m.first_token_time) / (len(out.token_ids) - 1))
+        metrics.forced_tokens.inc(m.num_forced_tokens)
+        metrics.output_tokens.inc(len(out.token_ids))
+
+    async def _sse(http, streams, runs, spec, rid, created, chat, include_usage):
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def pump(index, stream):
+            try:
+                async for out in stream:
+                    await queue.put((index, out))
+            except Exception as exc:  # reported in-band: the status line is already sent
+                await queue.put((index, exc))
+            finally:
+                await queue.put((index, None))
+
+        def chunk(index, delta_or_text, finish=None, extra=None):
+            if chat:
+                choice = {"index": index, "delta": delta_or_text, "logprobs": None, "finish_reason": finish}
+            else:
+                choice = {"index": index, "text": delta_or_text, "logprobs": None, "finish_reason": finish}
+            if extra:
+                choice.update(extra)
+            payload = {"id": rid, "object": kind, "created": created, "model": served, "choices": [choice]}
+            return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+        tasks = [asyncio.create_task(pump(i, s)) for i, s in enumerate(streams)]
+        finals: dict[int, Any] = {}
+        try:
+            if chat:
+                for i in range(len(streams)):
+                    yield chunk(i, {"role": "assistant", "content": ""})
+            open_streams = len(streams)
+            while open_streams:
+                index, item = await queue.get()
+                if item is None:
+                    open_streams -= 1
+                    continue
+                if isinstance(item, Exception):
+                    err = {"error": {"message": str(item), "type": "server_error", "param": None, "code": None}}
+                    yield f"data: {json.dumps(err)}\n\n"
+                    continue
+                if spec.tool_names is None and spec.single_tool is None and item.new_text:
+                    yield chunk(index, {"content": item.new_text} if chat else item.new_text)
+                if item.finished:
+                    finals[index] = item
+                    _observe(item)
+                    finish, extra = _finish_reason(item, spec), {}
+                    delta: Any = {} if chat else ""
+                    if chat and (calls := _tool_calls(spec, item, rid, index)) is not None:
+                        delta = {"tool_calls": [{"index": 0, **c} for c in calls]}
+                    yield chunk(index, delta, finish, extra)
+            if include_usage:
+                usage = _usage([finals[i] for i in sorted(finals)], runs)
+                payload = {"id": rid, "object": kind, "created": created, "model": served,
+                           "choices": [], "usage": usage}
+                yield f"data: {json.dumps(payload)}\n\n"
+            yield "data: [DONE]\n\n"
+        finally:
+            for task in tasks:  # a disconnect lands here: cancelling aborts the requests
+                task.cancel()
+            for stream in streams:
+                await stream.aclose()
+
+    def _response(finals, runs, spec, rid, created, chat, body):
+        choices = []
+        for index, out in enumerate(finals):
+            finish = _finish_reason(out, spec)
+            if chat:
+                message: dict[str, Any] = {"role": "assistant", "content": out.text}
+                calls = _tool_calls(spec, out, rid, index)
+                if calls is not None:
+                    message = {"role": "assistant", "content": None, "tool_calls": calls}
+                choice = {"index": index, "message": message, "finish_reason": finish,
+                          "logprobs": _chat_logprobs(out, engine.engine.vocab) if body.logprobs else None}
+            else:
+                choice = {"index": index, "text": out.text, "finish_reason": finish,
+                          "logprobs": _completion_logprobs(out, engine.engine.vocab) if body.logprobs is not None else None}
+            if out.incomplete and spec.kind is not None:
+                choice["incomplete"] = True  # cut off before the structure was complete
+            choices.append(choice)
+        return {"id": rid, "object": "chat.completion" if chat else "text_completion", "created": created,
+                "model": served, "choices": choices, "usage": _usage(finals, runs)}
+
+    def _check_fits(prompt: list[int], params: SamplingParams) -> None:
+        try:
+            engine.engine._check_prompt(prompt, params)
+        except PromptTooLongError as err:
+            raise APIError(400, str(err), param="messages", code="context_length_exceeded") from err
+        except InvalidParameterError as err:
+            raise APIError(400, str(err), param=err.param) from err
+
+    return app
+
+
+# -- helpers that need no app state ------------------------------------------------------
+
+
+def _check_model(requested: str | None, served: str) -> None:
+    if requested not in (None, "", served):
+        raise APIError(404, f"model {requested!r} does not exist; this server serves {served!r}",
+                       param="model", code="model_not_found")
+
+
+def _output_spec(body) -> OutputSpec:
+    try:
+        return output_spec(body)
+    except UnsupportedRequestError as err:
+        raise APIError(400, str(err), param=err.param) from err
+    except (ValueError, TypeError) as err:  # e.g. structured_outputs.json that is not JSON
+        raise APIError(400, f"invalid structured output specification: {err}", param="structured_outputs") from err
+
+
+def _chat_prompt_ids(tok, body: ChatCompletionRequest) -> list[int]:
+    messages = []
+    for m in body.messages:
+        content = m.content
+        if isinstance(content, list):  # content parts: text only
+            texts = [p.get("text", "") for p in content if p.get("type") == "text"]
+            if len(texts) != len(content):
+                raise APIError(400, "only text content parts are supported", param="messages")
+            content = "".join(texts)
+        role = "system" if m.role == "developer" else m.role
+        messages.append({"role": role, "content": content or ""})
+    tools = [t.model_dump() for t in body.tools] if body.tools else None
+    try:
+        text = tok.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+    except Exception:  # a template that refuses these roles or tools: plain ChatML
+        text = render_chat(tok, messages[-1]["content"], None) if len(messages) == 1 else _chatml(messages)
+    return tok.encode(text, add_special_tokens=False)
+
+
+def _chatml(messages: list[dict]) -> str:
+    body = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return body + "<|im_start|>assistant\n"
+
+
+def _completion_prompts(tok, prompt) -> list[list[int]]:
+    if isinstance(prompt, str):
+        return [tok.encode(prompt, add_special_tokens=False)]
+    if prompt and all(isinstance(p, int) for p in prompt):
+        return [list(prompt)]
+    out = []
+    for p in prompt:
+        out.append(tok.encode(p, add_special_tokens=False) if isinstance(p, str) else list(p))
+    if not out:
+        raise APIError(400, "prompt is empty", param="prompt")
+    return out
+
+
+def _sampling_params(body, prompt_len: int, token_limit: int, index: int, chat: bool) -> SamplingParams:
+    """`token_limit`: the most tokens one sequence can hold (context and KV pool); a chat
+    request without max_tokens may use all that its prompt leaves."""
+    max_tokens = getattr(body, "max_completion_tokens", None) or body.max_tokens
+    if max_tokens is None:
+        max_tokens = max(1, token_limit - prompt_len) if chat else 16
+    if chat:
+        logprobs = (body.top_logprobs or 0) if body.logprobs else None
+    else:
+        logprobs = body.logprobs
+    seed = body.seed + index if body.seed is not None else None
+    try:
+        return SamplingParams(
+            max_tokens=max_tokens, temperature=1.0 if body.temperature is None else body.temperature,
+            top_p=1.0 if body.top_p is None else body.top_p, top_k=body.top_k or 0,
+            min_p=body.min_p or 0.0, seed=seed, frequency_penalty=body.frequency_penalty,
+            presence_penalty=body.presence_penalty, logprobs=logprobs, stop=body.stop or [],
+            stop_token_ids=body.stop_token_ids or [], ignore_eos=body.ignore_eos,
+        )
+    except InvalidParameterError as err:
+        raise APIError(400, str(err), param=err.param) from err
+
+
+def _finish_reason(out, spec: OutputSpec) -> str:
+    if out.finish_reason == "stop" and (spec.tool_names is not None or spec.single_tool is not None):
+        return "tool_calls"
+    if out.finish_reason == "error":
+        return "error"
+    return "length" if out.finish_reason == "length" else "stop"
+
+
+def _tool_calls(spec: OutputSpec, out, rid: str, index: int):
+    if out.finish_reason != "stop":
+        return None
+    return tool_calls_from(spec, out.text, f"call_{rid[-12:]}_{index}")
+
+
+def _usage(finals, runs) -> dict:
+    prompt = sum(len(p) for p, _ in runs[: len(finals)]) if finals else 0
+    completion = sum(len(o.token_ids) for o in finals)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _token_text(vocab, token_id: int) -> str:
+    return vocab.decode([token_id]).decode("utf-8", errors="replace")
+
+
+def _chat_logprobs(out, vocab) -> dict:
+    content = []
+    for token_id, lp in zip(out.token_ids, out.logprobs or []):
+        if lp is None:  # fast-forwarded by jump-forward: not sampled, no distribution
+            continue
+        content.append({"token": _token_text(vocab, lp.token_id), "logprob": lp.logprob,
+                        "bytes": list(vocab.decode([lp.token_id])),
+                        "top_logprobs": [{"token": _token_text(vocab, t), "logprob": v,
+                                          "bytes": list(vocab.decode([t]))} for t, v in lp.top]})
+    return {"content": content}
+
+
+def _completion_logprobs(out, vocab) -> dict:
+    sampled = [lp for lp in (out.logprobs or []) if lp is not None]
+    return {"tokens": [_token_text(vocab, lp.token_id) for lp in sampled],
+            "token_logprobs": [lp.logprob for lp in sampled],
+            "top_logprobs": [{_token_text(vocab, t): v for t, v in lp.top} for lp in sampled],
+            "text_offset": []}

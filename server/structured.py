@@ -1,0 +1,135 @@
+"""From an API request to the grammar that constrains its output.
+
+Reads `response_format`, vLLM's `structured_outputs` and `tools`/`tool_choice`, compiles
+the grammar (cached by the compiler; a cold compile runs in a worker thread so the
+event loop and the engine loop never wait on it) and says how to read the output back
+(plain text, or tool calls). Errors are structgen's own (`StructgenError` with a JSON
+pointer or position), turned into 400s by `app.py`. Never touches the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import structgen
+from server.protocol import ChatCompletionRequest, CompletionRequest
+from structgen.errors import StructgenError
+
+ANY_OBJECT = {"type": "object"}
+
+
+class UnsupportedRequestError(StructgenError):
+    """A request option structgen does not implement; `param` names it."""
+
+    def __init__(self, param: str, message: str):
+        self.param = param
+        super().__init__(message)
+
+
+@dataclass
+class OutputSpec:
+    """What constrains a request's output and how the output is read back."""
+
+    kind: str | None = None  # "json_schema", "regex", "choice" or None (free text)
+    source: Any = None
+    tool_names: list[str] | None = None  # set when the output is a tool call
+    single_tool: str | None = None  # a named tool_choice: the output is its arguments
+    param: str = "response_format"  # which request field the grammar came from
+
+
+def output_spec(request: ChatCompletionRequest | CompletionRequest) -> OutputSpec:
+    """Which grammar the request asks for (at most one source may be given)."""
+    specs = []
+    fmt = request.response_format
+    if fmt is not None and fmt.type != "text":
+        if fmt.type == "json_object":
+            specs.append(OutputSpec("json_schema", ANY_OBJECT))
+        else:
+            if fmt.json_schema is None or fmt.json_schema.schema_ is None:
+                raise UnsupportedRequestError("response_format.json_schema",
+                                              "response_format json_schema needs json_schema.schema")
+            specs.append(OutputSpec("json_schema", fmt.json_schema.schema_))
+    so = request.structured_outputs
+    if so is not None:
+        given = [(k, v) for k, v in (("json", so.json_), ("regex", so.regex), ("choice", so.choice),
+                                     ("grammar", so.grammar)) if v is not None]
+        if len(given) != 1:
+            raise UnsupportedRequestError("structured_outputs", "give exactly one of json, regex, choice, grammar")
+        key, value = given[0]
+        if key == "grammar":
+            raise UnsupportedRequestError("structured_outputs.grammar",
+                                          "context-free grammars are not supported yet")
+        if key == "json":
+            value = json.loads(value) if isinstance(value, str) else value
+            key = "json_schema"
+        specs.append(OutputSpec(key, value, param=f"structured_outputs.{given[0][0]}"))
+    tool_spec = _tool_spec(request) if isinstance(request, ChatCompletionRequest) else None
+    if tool_spec is not None:
+        specs.append(tool_spec)
+    if len(specs) > 1:
+        raise UnsupportedRequestError("response_format",
+                                      "give only one of response_format, structured_outputs, forced tool calls")
+    return specs[0] if specs else OutputSpec()
+
+
+def _tool_spec(request: ChatCompletionRequest) -> OutputSpec | None:
+    """A forced tool call (tool_choice "required" or a named function) is constrained to
+    the function's parameters; "auto" and "none" leave the output free."""
+    choice = request.tool_choice
+    tools = request.tools or []
+    if choice is None or choice in ("none", "auto"):
+        return None
+    if not tools:
+        raise UnsupportedRequestError("tool_choice", "tool_choice needs tools")
+    if not isinstance(choice, str):
+        name = choice.function.get("name")
+        match = [t for t in tools if t.function.name == name]
+        if not match:
+            raise UnsupportedRequestError("tool_choice", f"no tool named {name!r} in tools")
+        params = match[0].function.parameters or ANY_OBJECT
+        return OutputSpec("json_schema", params, single_tool=name, param="tools")
+    variants = [{
+        "type": "object",
+        "properties": {"name": {"const": t.function.name},
+                       "arguments": t.function.parameters or ANY_OBJECT},
+        "required": ["name", "arguments"], "additionalProperties": False,
+    } for t in tools]
+    schema = variants[0] if len(variants) == 1 else {"anyOf": variants}
+    return OutputSpec("json_schema", schema, tool_names=[t.function.name for t in tools], param="tools")
+
+
+async def compile_spec(spec: OutputSpec, vocab: Any) -> tuple[Any, float, bool]:
+    """(compiled grammar or None, seconds, cache hit). Cold compiles run in a thread."""
+    if spec.kind is None:
+        return None, 0.0, False
+    hits_before = structgen.cache_info()["hits"]
+    started = time.perf_counter()
+    grammar = await asyncio.to_thread(_compile, spec, vocab)
+    hit = structgen.cache_info()["hits"] > hits_before
+    return grammar, time.perf_counter() - started, hit
+
+
+def _compile(spec: OutputSpec, vocab: Any) -> Any:
+    if spec.kind == "json_schema":
+        return structgen.compile_json_schema(spec.source, vocab)
+    if spec.kind == "regex":
+        return structgen.compile_regex(spec.source, vocab)
+    return structgen.compile_choice(spec.source, vocab)
+
+
+def tool_calls_from(spec: OutputSpec, text: str, call_id: str) -> list[dict] | None:
+    """The tool calls a constrained output encodes (None when it is not a tool call)."""
+    if spec.single_tool is not None:
+        return [_call(call_id, spec.single_tool, text)]
+    if spec.tool_names is not None:
+        data = json.loads(text)
+        return [_call(call_id, data["name"], json.dumps(data["arguments"], ensure_ascii=False))]
+    return None
+
+
+def _call(call_id: str, name: str, arguments: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}

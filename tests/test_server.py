@@ -1,0 +1,224 @@
+"""The OpenAI-compatible server on loopback, driven by the real `openai` client and raw
+httpx: structured outputs validate, streams are well-formed, bad input gets OpenAI error
+bodies with 4xx statuses, and a client that disconnects frees its KV blocks."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import httpx
+import jsonschema
+import openai
+import pytest
+import uvicorn
+
+from server.app import create_app
+from structgen.engine import Engine
+from structgen.engine.async_engine import AsyncEngine, wait_until_idle
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                                           "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+          "required": ["name", "age"], "additionalProperties": False}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    def __init__(self, app):
+        self.port = _free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.server.started
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def runner():
+    engine = AsyncEngine(Engine(kv_cache_bytes=256 << 20, max_num_seqs=16))
+    yield engine
+    engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def live(runner):
+    server = LiveServer(create_app(runner, max_body_bytes=64 << 10))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def client(live):
+    return openai.OpenAI(base_url=live.url + "/v1", api_key="unused", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def model(client):
+    return client.models.list().data[0].id
+
+
+def json_format(schema, name="person"):
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+
+def test_models_and_health(live, model):
+    assert model == "SmolLM2-135M-Instruct"
+    assert httpx.get(live.url + "/health").json() == {"status": "ok"}
+    assert "/v1/chat/completions" in httpx.get(live.url + "/openapi.json").json()["paths"]
+
+
+def test_chat_json_schema_validates(client, model):
+    resp = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Describe a person."}],
+        response_format=json_format(PERSON), temperature=0.0, max_tokens=80)
+    choice = resp.choices[0]
+    assert choice.finish_reason == "stop"
+    jsonschema.validate(json.loads(choice.message.content), PERSON)
+    assert resp.usage.completion_tokens > 0 and resp.usage.prompt_tokens > 10
+
+
+def test_streaming_matches_non_streaming_and_reports_usage(client, model):
+    kwargs = dict(model=model, messages=[{"role": "user", "content": "Describe a person."}],
+                  response_format=json_format(PERSON), temperature=0.0, max_tokens=80)
+    whole = client.chat.completions.create(**kwargs).choices[0].message.content
+    chunks = list(client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole
+    finals = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finals == ["stop"]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
+
+
+def test_raw_stream_ends_with_done(live, model):
+    body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5, "stream": True}
+    with httpx.stream("POST", live.url + "/v1/chat/completions", json=body, timeout=60) as r:
+        lines = [line for line in r.iter_lines() if line]
+    assert r.status_code == 200 and lines[-1] == "data: [DONE]"
+    assert all(line.startswith("data: ") for line in lines)
+
+
+def test_invalid_schema_is_a_400_with_a_pointer(client, model):
+    bad = {"type": "object", "properties": {"age": {"type": "integer", "minimum": "zero"}}}
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}],
+                                       response_format=json_format(bad))
+    body = err.value.body
+    assert "/properties/age" in body["message"] and body["param"] == "response_format"
+
+
+def test_unsupported_keyword_is_named(client, model):
+    schema = {"type": "string", "maxLenght": 3}
+    with pytest.raises(openai.BadRequestError, match="maxLenght"):
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}],
+                                       response_format=json_format(schema))
+
+
+def test_bad_parameters_are_400s(live, model):
+    url = live.url + "/v1/chat/completions"
+    base = {"model": model, "messages": [{"role": "user", "content": "x"}]}
+    r = httpx.post(url, json={**base, "temperature": 9})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "temperature"
+    r = httpx.post(url, json={**base, "frequency_penality": 1})
+    assert r.status_code == 400 and "frequency_penality" in r.json()["error"]["message"]
+    r = httpx.post(url, content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    r = httpx.post(url, json={**base, "model": "gpt-4"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+def test_prompt_longer_than_context(live, model):
+    r = httpx.post(live.url + "/v1/completions", json={"model": model, "prompt": [5] * 9000, "max_tokens": 4})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_oversized_body_is_413(live, model):
+    r = httpx.post(live.url + "/v1/completions", json={"model": model, "prompt": "x" * 100_000})
+    assert r.status_code == 413
+
+
+def test_completions_with_regex_and_choice(client, model):
+    resp = client.completions.create(model=model, prompt="The year the first moon landing happened was",
+                                     max_tokens=10, temperature=0.0,
+                                     extra_body={"structured_outputs": {"regex": "[12][0-9]{3}"}})
+    assert resp.choices[0].text.isdigit() and len(resp.choices[0].text) == 4
+    resp = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Is water wet?"}],
+                                          extra_body={"structured_outputs": {"choice": ["yes", "no"]}})
+    assert resp.choices[0].message.content in ("yes", "no")
+
+
+def test_named_tool_call_arguments_validate(client, model):
+    weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                                "unit": {"enum": ["celsius", "fahrenheit"]}},
+               "required": ["city", "unit"], "additionalProperties": False}
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": weather}},
+             {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
+    resp = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Weather in Paris?"}], tools=tools,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}}, temperature=0.0, max_tokens=60)
+    choice = resp.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "get_weather"
+    jsonschema.validate(json.loads(call.function.arguments), weather)
+    resp = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "What time is it?"}], tools=tools,
+        tool_choice="required", temperature=0.0, max_tokens=80)
+    assert resp.choices[0].message.tool_calls[0].function.name in ("get_weather", "get_time")
+
+
+def test_n_and_seed_and_logprobs(client, model):
+    kwargs = dict(model=model, messages=[{"role": "user", "content": "Name a color."}], max_tokens=8,
+                  temperature=1.0, seed=7, n=2, logprobs=True, top_logprobs=3)
+    a = client.chat.completions.create(**kwargs)
+    b = client.chat.completions.create(**kwargs)
+    assert [c.message.content for c in a.choices] == [c.message.content for c in b.choices]
+    lp = a.choices[0].logprobs.content[0]
+    assert lp.logprob <= 0 and len(lp.top_logprobs) == 3
+
+
+def test_disconnect_mid_stream_frees_blocks(live, runner, model):
+    body = {"model": model, "messages": [{"role": "user", "content": "Tell a long story."}],
+            "max_tokens": 400, "stream": True, "ignore_eos": True}
+    with httpx.stream("POST", live.url + "/v1/chat/completions", json=body, timeout=60) as r:
+        for i, _ in enumerate(r.iter_lines()):
+            if i > 5:
+                break  # leave mid-stream: the connection closes here
+    assert wait_until_idle(runner, timeout=30)
+    assert runner.engine.blocks.stats().used == 0
+
+
+def test_metrics_are_exposed(live, client, model):
+    client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=3)
+    text = httpx.get(live.url + "/metrics").text
+    for name in ("structgen_requests_total", "structgen_time_to_first_token_seconds_bucket",
+                 "structgen_kv_blocks_used", "structgen_grammar_compile_seconds_count",
+                 "structgen_fast_forwarded_tokens_total", "structgen_queue_depth"):
+        assert name in text, name
+
+
+def test_api_key_is_enforced(runner):
+    server = LiveServer(create_app(runner, api_key="sekrit"))
+    try:
+        bad = openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            bad.models.list()
+        good = openai.OpenAI(base_url=server.url + "/v1", api_key="sekrit", max_retries=0)
+        assert good.models.list().data
+        assert httpx.get(server.url + "/health").status_code == 200  # health needs no key
+    finally:
+        server.stop()
