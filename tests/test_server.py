@@ -265,3 +265,46 @@ def test_64_concurrent_streams_with_early_disconnects(live, runner, model):
     assert len(completed) == 56 and all(r in (["stop"], ["length"]) for r in completed)
     assert wait_until_idle(runner, timeout=60)
     assert runner.engine.blocks.stats().used == 0
+
+
+def test_json_object_reply_is_an_object(client, model):
+    resp = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Give me a JSON object about a cat."}],
+        response_format={"type": "json_object"}, temperature=0.0, max_tokens=120)
+    choice = resp.choices[0]
+    if choice.finish_reason == "stop":
+        assert isinstance(json.loads(choice.message.content), dict)
+    else:
+        assert choice.model_extra.get("incomplete") is True
+
+
+def test_full_queue_gets_429_with_retry_after():
+    """With room for one running and no waiting request, concurrent requests beyond it
+    are refused at once with 429 + Retry-After; the admitted one completes."""
+    import asyncio
+
+    from structgen.default_model import load_default_tokenizer
+    from tiny_models import TINY_SMOLLM_SHAPE
+
+    engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", tokenizer=load_default_tokenizer(),
+                    kv_cache_bytes=16 << 20, max_num_seqs=1)
+    runner = AsyncEngine(engine, max_waiting=0)
+    server = LiveServer(create_app(runner, model_name="tiny"))
+
+    async def main():
+        body = {"messages": [{"role": "user", "content": "Go."}], "max_tokens": 300, "ignore_eos": True}
+        async with httpx.AsyncClient(timeout=120) as c:
+            return await asyncio.gather(*[c.post(server.url + "/v1/chat/completions", json=body) for _ in range(4)])
+
+    try:
+        responses = asyncio.run(main())
+    finally:
+        server.stop()
+        runner.shutdown()
+    codes = sorted(r.status_code for r in responses)
+    assert 200 in codes and 429 in codes, codes
+    for r in responses:
+        if r.status_code == 429:
+            assert r.headers["retry-after"] and r.json()["error"]["type"] == "rate_limit_error"
+        else:
+            assert r.json()["choices"][0]["finish_reason"] == "length"

@@ -13,13 +13,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from server.app import create_app  # noqa: E402
 from structgen.engine import Engine  # noqa: E402
 from structgen.engine.async_engine import AsyncEngine  # noqa: E402
-
-TINY_SMOLLM_SHAPE = dict(
-    model_type="llama", vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=10000.0,
-    max_position_embeddings=2048, tie_word_embeddings=True, eos_token_id=2, bos_token_id=1,
-)
-
+from tiny_models import TINY_SMOLLM_SHAPE  # noqa: E402
 
 def _app():
     from structgen.default_model import load_default_tokenizer

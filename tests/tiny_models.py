@@ -57,3 +57,12 @@ def hf_greedy(model, prompt: list[int], max_new_tokens: int) -> list[int]:
                              min_new_tokens=max_new_tokens, do_sample=False,
                              pad_token_id=0, eos_token_id=None)
     return out[0, len(prompt):].tolist()
+
+
+# The SmolLM2 vocabulary (49,152 ids, so the real tokenizer fits) on a tiny random body:
+# fast server tests that need real text but not a real model.
+TINY_SMOLLM_SHAPE = dict(
+    model_type="llama", vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=10000.0,
+    max_position_embeddings=2048, tie_word_embeddings=True, eos_token_id=2, bos_token_id=1,
+)
