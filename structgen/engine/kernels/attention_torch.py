@@ -99,13 +99,20 @@ def _decode_attention(query, k_cache, v_cache, meta: AttentionMetadata, scale: f
         lengths = meta.seq_lens_cpu[:nd]
         num_blocks = -(-max(lengths) // block_size)
         blocks = meta.block_tables[:nd, :num_blocks].long()
-        positions = torch.arange(num_blocks * block_size, device=query.device)
-        mask = (positions[None, :] < meta.seq_lens[:nd, None])[:, None, None, :]
+        mask = None  # one sequence: its context is cut to length below instead
+        if nd > 1:  # an additive float mask, built once per step (a bool one is converted per call)
+            positions = torch.arange(num_blocks * block_size, device=query.device)
+            valid = positions[None, :] < meta.seq_lens[:nd, None]
+            mask = torch.zeros(valid.shape, dtype=query.dtype, device=query.device)
+            mask.masked_fill_(~valid, float("-inf"))
+            mask = mask[:, None, None, :]
         meta.scratch["decode"] = (blocks, mask)
     blocks, mask = meta.scratch["decode"]
     kv_heads = k_cache.shape[2]
     keys = _gather_blocks(k_cache, blocks).transpose(1, 2)  # [nd, kvh, L, d]
     values = _gather_blocks(v_cache, blocks).transpose(1, 2)
+    if mask is None:
+        keys, values = keys[:, :, : meta.seq_lens_cpu[0]], values[:, :, : meta.seq_lens_cpu[0]]
     q = query.view(nd, kv_heads, -1, query.shape[-1])  # [nd, kvh, group, d]
     out = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, scale=scale)
     return out.reshape(query.shape)
