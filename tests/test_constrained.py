@@ -226,3 +226,16 @@ def test_maskbench_schemas_sampled_at_temperature_one_validate(engine, jump):
     # Not vacuous: a 135M model at temperature 1 often rambles inside strings until
     # max_tokens, but a good share of the outputs must finish and be validated above.
     assert stopped >= len(ids) // 4
+
+
+def test_masks_filled_during_the_forward_give_the_same_outputs(engine):
+    """overlap_masks=True (the GPU default: masks filled in a worker thread while the
+    forward runs) changes timing only, never tokens."""
+    overlapped = Engine(kv_cache_bytes=64 << 20, overlap_masks=True)
+    assert overlapped._mask_worker is not None
+    grammar = structgen.compile_json_schema(PROFILE, engine.vocab)
+    prompts = [chat_ids(engine, f"Describe person number {i}.", PROFILE) for i in range(3)]
+    params = SamplingParams(max_tokens=60, temperature=0.0)
+    expected = [o.token_ids for o in engine.generate(prompts, params, grammars=[grammar] * 3)]
+    got = [o.token_ids for o in overlapped.generate(prompts, params, grammars=[grammar] * 3)]
+    assert got == expected
