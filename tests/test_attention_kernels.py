@@ -18,16 +18,14 @@ import importlib.util
 import inspect
 import math
 import os
-import subprocess
-import sys
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from interpreted import assert_passes_interpreted
 
 from structgen.engine.kernels import attention_torch, attention_triton
 from structgen.engine.kernels.attention_torch import AttentionMetadata
@@ -214,15 +212,7 @@ def test_available_matches_environment():
 
 @pytest.mark.skipif(INTERPRETED or not HAS_TRITON, reason="needs Triton; not recursive")
 def test_triton_kernels_interpreted():
-    repo = Path(__file__).resolve().parents[1]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         f"{Path(__file__).resolve()}::TestTritonInterpreted"],
-        check=False, cwd=repo, env={**os.environ, "TRITON_INTERPRET": "1"},
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-4000:]
-    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+    assert_passes_interpreted(__file__)
 
 
 compiles_for_gpu = pytest.mark.skipif(
