@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 
 from structgen.engine import kv_cache
