@@ -74,14 +74,10 @@ class AsyncEngine:
                        jump_forward: bool | None = None) -> AsyncIterator[RequestOutput]:
         """Submit a request and yield its outputs as they come; the last one is finished.
         Leaving the loop early (or being cancelled) aborts the request."""
-        if self.dead is not None:
-            raise EngineDeadError(f"the engine stopped: {self.dead!r}")
         # Validate in the caller's thread so that bad input raises here, as a 400.
         self.engine._check_prompt(prompt_token_ids, params)
         with self._lock:
-            if self._in_flight >= self.max_waiting + self.engine.scheduler.max_num_seqs:
-                raise EngineOverloadedError(
-                    f"{self._in_flight} requests are in flight; retry later")
+            self.check_capacity(1)
             self._in_flight += 1
         request_id = request_id or f"req-{next(self._ids)}"
         listener = _Listener(asyncio.get_running_loop(), asyncio.Queue())

@@ -318,10 +318,8 @@ class Engine:
         stop = request.detokenizer.append_bytes(jump.new_bytes) if request.detokenizer else None
         if stop is not None:
             request.finish_reason, request.stop_reason = "stop", stop
-        elif request.matcher.is_terminated():
-            request.finish_reason = "stop"
-        elif request.num_output_tokens >= request.params.max_tokens or request.num_tokens >= self.max_model_len:
-            request.finish_reason = "length"
+        else:
+            self._check_complete_or_full(request)
 
     @staticmethod
     def _move_matcher(matcher: Any, tail: list[int], jump: Jump) -> bool:
@@ -347,9 +345,14 @@ class Engine:
                 request.detokenizer.append([token])
         elif request.detokenizer is not None and (stop := request.detokenizer.append([token])) is not None:
             request.finish_reason, request.stop_reason = "stop", stop
-        elif request.matcher is not None and request.matcher.is_terminated():
+        else:
+            self._check_complete_or_full(request)
+
+    def _check_complete_or_full(self, request: Request) -> None:
+        """Finish when the grammar allows nothing more, or the request has no room left."""
+        if request.matcher is not None and request.matcher.is_terminated():
             request.finish_reason = "stop"
-        elif request.num_output_tokens >= params.max_tokens or request.num_tokens >= self.max_model_len:
+        elif request.num_output_tokens >= request.params.max_tokens or request.num_tokens >= self.max_model_len:
             request.finish_reason = "length"
 
     def _finish(self, request: Request) -> None:
