@@ -1,11 +1,12 @@
 """structgen: structured generation for LLMs.
 
 Grammar side (no torch needed): `Vocabulary`, `compile_json_schema`, `compile_regex`,
-`compile_choice`, `CompiledGrammar`, `Matcher`, `allocate_bitmask`, `clear_cache`.
+`compile_choice`, `compile_grammar`, `CompiledGrammar`, `Matcher`, `allocate_bitmask`, `clear_cache`.
 Names are imported lazily so that `import structgen` stays cheap.
 """
 
 from structgen.errors import (
+    GrammarError,
     GrammarTooLargeError,
     RegexError,
     SchemaError,
@@ -20,6 +21,7 @@ _LAZY = {
     "compile_json_schema": "structgen.compiler",
     "compile_regex": "structgen.compiler",
     "compile_choice": "structgen.compiler",
+    "compile_grammar": "structgen.compiler",
     "clear_cache": "structgen.compiler",
     "cache_info": "structgen.compiler",
     "CompiledGrammar": "structgen.matcher",
@@ -28,6 +30,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "GrammarError",
     "GrammarTooLargeError",
     "RegexError",
     "SchemaError",

@@ -1,6 +1,7 @@
 """The public compile functions and the compiled-grammar cache.
 
-Owns: `compile_json_schema`, `compile_regex`, `compile_choice` (front-end -> IR -> NFA ->
+Owns: `compile_json_schema`, `compile_regex`, `compile_choice`, `compile_grammar` (lark or
+GBNF text; front-end -> IR -> NFA ->
 lazy DFA -> `CompiledGrammar`), their budgets, and an LRU cache keyed by
 (kind, canonical text, options, vocabulary fingerprint). Must not import the engine.
 """
@@ -170,3 +171,41 @@ def compile_choice(
         key,
         lambda: _build("choice", source, lambda _d: node, vocab, max_states, max_dfa_states, timeout_s),
     )
+
+
+GRAMMAR_SYNTAXES = ("lark", "gbnf")
+
+
+def compile_grammar(
+    text: str,
+    vocab,
+    *,
+    syntax: str = "lark",
+    start: str | None = None,
+    max_states: int = DEFAULT_MAX_STATES,
+    max_dfa_states: int = DEFAULT_MAX_DFA_STATES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> CompiledGrammar:
+    """Compile a context-free grammar: lark EBNF (`syntax="lark"`, start rule `start`) or
+    llama.cpp GBNF (`syntax="gbnf"`, start rule `root`). Recursion, ambiguity and left
+    recursion are allowed; see `structgen.grammar.cfg` for what the language is."""
+    from structgen.grammar.cfg import grammar_to_ir
+
+    if syntax not in GRAMMAR_SYNTAXES:
+        raise StructgenError(f"unknown grammar syntax {syntax!r} (expected 'lark' or 'gbnf')")
+    if not isinstance(text, str):
+        raise StructgenError(f"a grammar must be a string, not {type(text).__name__}")
+    if start is None:
+        start = "start" if syntax == "lark" else "root"
+    key = (syntax, text, start, max_states, max_dfa_states, vocab.fingerprint)
+
+    def make_ir(_deadline: float) -> ir.Node:
+        if syntax == "lark":
+            from structgen.grammar.lark_grammar import parse_lark
+
+            return grammar_to_ir(parse_lark(text, start))
+        from structgen.grammar.gbnf import parse_gbnf
+
+        return grammar_to_ir(parse_gbnf(text, start))
+
+    return _cached(key, lambda: _build(syntax, text, make_ir, vocab, max_states, max_dfa_states, timeout_s))

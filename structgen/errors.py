@@ -44,3 +44,15 @@ class RegexError(StructgenError):
 
 class GrammarTooLargeError(StructgenError):
     """Compiling would exceed the configured state or time budget."""
+
+
+class GrammarError(StructgenError):
+    """A lark / GBNF grammar that does not parse or cannot be compiled. `line` and
+    `column` (1-based) say where, when the problem has a place in the text."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        self.line = line
+        self.column = column
+        self.detail = message
+        where = f" (line {line}, column {column})" if line is not None else ""
+        super().__init__(f"{message}{where}")

@@ -27,7 +27,7 @@ import structgen
         ({"type": "object", "oneof": [{"required": ["a"]}]}, structgen.UnsupportedKeywordError, ["oneof", "oneOf"]),
         ({"type": "string", "format": "no-such-format"}, structgen.UnsupportedKeywordError, ["no-such-format"]),
         ({"type": "object", "unevaluatedProperties": False}, structgen.UnsupportedKeywordError, ["unevaluatedProperties"]),
-        ({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}}, "$ref": "#/$defs/node"}, structgen.UnsupportedKeywordError, ["recursive"]),
+        ({"$defs": {"node": {"$ref": "#/$defs/node"}}, "$ref": "#/$defs/node"}, structgen.SchemaError, ["cycle", "/$defs/node"]),
         ({"required": "name"}, structgen.SchemaError, ["/required"]),
         ({"enum": []}, structgen.SchemaError, ["/enum"]),
         (False, structgen.SchemaError, ["no value"]),

@@ -625,14 +625,53 @@ def test_refs():
     )
 
 
-def test_recursive_ref_refused():
-    schema = {
-        "$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+def test_recursive_ref_compiles_to_recursive_rules():
+    tree = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                "required": ["v"],
+                "additionalProperties": False,
+            }
+        },
         "$ref": "#/$defs/node",
     }
-    e = raises(UnsupportedKeywordError, schema, keyword="$ref")
-    assert "recursive" in str(e) and "/$defs/node" in str(e)
-    raises(UnsupportedKeywordError, {"properties": {"self": {"$ref": "#"}}}, "/properties/self/$ref", "$ref")
+    deep = {"v": 0}
+    for i in range(1, 12):  # deeper than any fixed unrolling would allow
+        deep = {"v": i, "kids": [deep, {"v": -i}]}
+    check(
+        tree,
+        accepted=[{"v": 1}, {"v": 1, "kids": []}, {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}]}, deep],
+        rejected=[{"v": 1, "kids": [{"kids": []}]}, {"v": 1, "kids": [{"v": "x"}]}, {"v": 1, "kids": [{"v": 2, "w": 1}]}],
+    )
+    check(tree, accepted=[deep], rejected=[{"v": 1, "kids": [{}]}], whitespace="compact")
+    linked = {"type": "object", "properties": {"val": {"type": "string"}, "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}, "required": ["val", "next"]}
+    check(linked, accepted=[{"val": "a", "next": {"val": "b", "next": None}}], rejected=[{"val": "a", "next": {"val": "b"}}])
+
+
+def test_recursive_ref_refusals():
+    node = {"type": "object", "properties": {"next": {"$ref": "#"}}}
+    # indent / flexible whitespace depends on the depth: one copy per level cannot close the loop
+    e = raises(UnsupportedKeywordError, node, keyword="$ref", indent=2)
+    assert "recursive" in str(e) and "compact" in str(e)
+    raises(UnsupportedKeywordError, node, keyword="$ref", whitespace="flexible")
+    # a $ref cycle that never reaches a property or item defines nothing
+    e = raises(SchemaError, {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})
+    assert "cycle" in str(e)
+    # every value would need to be infinitely deep: the language is empty
+    infinite = {"type": "object", "properties": {"x": {"$ref": "#"}}, "required": ["x"]}
+    from structgen.automata.nfa import LazyNFA
+
+    assert LazyNFA(schema_to_ir(infinite)).is_empty_language
+
+
+def test_any_value_is_unbounded_where_the_style_allows():
+    deep = [{"a": [[[[[[[[["x"]]]]]]]]]}]
+    check({}, accepted=[deep, [[[[[[[[[[[[1]]]]]]]]]]]]], rejected=[T("[[[[[[[[[1]]]]]]]]"), T('{"a": [[[}]]]}')])
+    check({}, accepted=[deep], whitespace="compact")
+    g = G({}, indent=2)  # depth-dependent style: bounded (3 levels unless max_any_depth says)
+    assert g.value([[1]]) and not g.value([[[[1]]]])
 
 
 def test_shared_refs_are_not_recursion():

@@ -7,8 +7,15 @@ continuation: an interned chain of frames saying what comes after (the rest of a
 expanded before a DFA state steps into it, so a schema whose "any value" branches are
 never taken costs nothing for them, and shared subtrees are never copied.
 
+`Ref` nodes (named rules of a context-free grammar, recursive JSON Schema `$ref`) are
+entered with the continuation they were reached with, so continuations grow with the
+nesting depth: the same machinery is then a pushdown automaton, determinized lazily
+one reached configuration at a time. Left recursion would make a closure infinite; the
+CFG front-end removes it, and `_enter` refuses what is left with a clear error.
+
 Every item can reach acceptance: subtrees with an empty language are detected once and
-never entered, so a mask built from these items has no dead ends.
+never entered (for rules, by a least fixpoint over the Refs), so a mask built from
+these items has no dead ends.
 Must not know about tokens, vocabularies or the engine.
 """
 
@@ -17,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import sys
 
+from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 
+MAX_RULE_NESTING = 2000  # rules entered within one closure before we call it left recursion
 ACCEPT = ("accept",)  # the item standing for "the whole input matched"
 DONE = 0  # the empty continuation
 
@@ -43,10 +52,30 @@ class LazyNFA:
         self._graph_live: dict[int, tuple[frozenset[int], dict[int, list]]] = {}
         self._closures: dict[tuple, frozenset] = {}
         self._after: dict[tuple, frozenset] = {}
+        self._ref_depth = 0
+        self._solve_refs(root)
         self.is_empty_language = not self.nonempty(root)
         self.start = frozenset() if self.is_empty_language else self.closure(root, DONE)
 
     # ------------------------------------------------------------ language emptiness
+
+    def _solve_refs(self, root: ir.Node) -> None:
+        """Decide which rules have a non-empty language: a least fixpoint, since a rule
+        may refer to itself (`a: "x" a` alone produces nothing)."""
+        refs = ir.refs_in(root)
+        if not refs:
+            return
+        known = {id(r): False for r in refs}
+        changed = True
+        while changed:
+            changed = False
+            self._nonempty = dict(known)
+            for ref in refs:
+                if not known[id(ref)] and self.nonempty(ref.target):
+                    known[id(ref)] = True
+                    changed = True
+        self._nonempty = dict(known)
+        self._graph_live.clear()
 
     def nonempty(self, node: ir.Node) -> bool:
         """Whether the node's language has at least one string (memoized)."""
@@ -54,6 +83,8 @@ class LazyNFA:
         cached = self._nonempty.get(key)
         if cached is not None:
             return cached
+        if isinstance(node, ir.Ref):  # only while solving: not proven non-empty yet
+            return False
         if isinstance(node, (ir.Bytes, ir.ByteSet)):
             result = True
         elif isinstance(node, ir.Concat):
@@ -103,6 +134,13 @@ class LazyNFA:
             self._frame_ids[frame] = fid
         return fid
 
+    def _then(self, concat: ir.Concat, index: int, parent: int) -> int:
+        """The continuation after item `index - 1` of a Concat. After its last item that is
+        just `parent`: no frame, so right (tail) recursion never deepens the stack."""
+        if index >= len(concat.items):
+            return parent
+        return self._push("C", concat, index, parent)
+
     @property
     def num_frames(self) -> int:
         return len(self._frames)
@@ -130,7 +168,7 @@ class LazyNFA:
             out.add((node, 0, cont))
         elif isinstance(node, ir.Concat):
             if node.items:
-                self._enter(node.items[0], self._push("C", node, 1, cont), out, seen)
+                self._enter(node.items[0], self._then(node, 1, cont), out, seen)
             else:
                 self._resume(cont, out, seen)
         elif isinstance(node, ir.Alt):
@@ -141,8 +179,24 @@ class LazyNFA:
             self._repeat(node, 0, cont, out, seen)
         elif isinstance(node, ir.Graph):
             self._graph_state(node, node.start, cont, out, seen)
+        elif isinstance(node, ir.Ref):
+            self._enter_rule(node, cont, out, seen)
         else:
             raise TypeError(f"not an IR node: {node!r}")
+
+    def _enter_rule(self, ref: ir.Ref, cont: int, out: set, seen: set) -> None:
+        if not self.nonempty(ref):
+            return
+        self._ref_depth += 1
+        try:
+            if self._ref_depth > MAX_RULE_NESTING:
+                raise GrammarTooLargeError(
+                    f"rule {ref.name!r} nests more than {MAX_RULE_NESTING} times without consuming "
+                    "input (left recursion through an optional prefix?)"
+                )
+            self._enter(ref.target, cont, out, seen)
+        finally:
+            self._ref_depth -= 1
 
     def _resume(self, cont: int, out: set, seen: set) -> None:
         key = ("resume", cont)
@@ -155,7 +209,7 @@ class LazyNFA:
         kind, node, index, parent = self._frames[cont]
         if kind == "C":
             if index < len(node.items):
-                self._enter(node.items[index], self._push("C", node, index + 1, parent), out, seen)
+                self._enter(node.items[index], self._then(node, index + 1, parent), out, seen)
             else:
                 self._resume(parent, out, seen)
         elif kind == "R":

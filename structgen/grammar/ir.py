@@ -1,6 +1,6 @@
 """The byte-level grammar IR that every front-end lowers to.
 
-A grammar is a tree of five node kinds over *bytes* (never characters: a token may
+A grammar is a tree (a graph, once `Ref`s recurse) of these node kinds over *bytes* (never characters: a token may
 end in the middle of a UTF-8 character):
 
     Bytes(b"...")            a literal byte string
@@ -8,6 +8,8 @@ end in the middle of a UTF-8 character):
     Concat((a, b, ...))      a then b then ...
     Alt((a, b, ...))         a or b or ...
     Repeat(x, min, max)      x repeated min..max times (max None = unbounded)
+    Ref(name) -> target       a named rule whose body may refer back to itself
+                             (context-free grammars; the lazy NFA becomes a pushdown)
     Graph(n, start, finals, edges)
                              a small explicit automaton whose edges carry subtrees
                              (edge label None = epsilon); lets front-ends share
@@ -103,6 +105,46 @@ class Graph(Node):
 
     def __repr__(self) -> str:
         return f"Graph({self.num_states}, {self.start}, {self.finals}, {self.edges!r})"
+
+
+class Ref(Node):
+    """A named rule, possibly recursive: `target` is set once the rule's body is built,
+    so a body may contain Refs to itself (context-free grammars, recursive `$ref`).
+    The lazy NFA enters the target with the same continuation, which is what makes the
+    automaton a pushdown one: continuations grow with nesting."""
+
+    __slots__ = ("name", "target")
+
+    def __init__(self, name: str, target: "Node | None" = None):
+        self.name = name
+        self.target = target
+
+    def __repr__(self) -> str:
+        return f"Ref({self.name!r})"
+
+
+def refs_in(node: Node) -> list[Ref]:
+    """Every Ref reachable from `node` (through targets too), each once."""
+    found: dict[int, Ref] = {}
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Ref):
+            found[id(n)] = n
+            if n.target is None:
+                raise ValueError(f"rule {n.name!r} was referenced but never defined")
+            stack.append(n.target)
+        elif isinstance(n, (Concat, Alt)):
+            stack.extend(n.items)
+        elif isinstance(n, Repeat):
+            stack.append(n.item)
+        elif isinstance(n, Graph):
+            stack.extend(lab for _, _, lab in n.edges if lab is not None)
+    return list(found.values())
 
 
 EMPTY = Concat(())
@@ -247,6 +289,9 @@ def expanded_size(node: Node, limit: int | None = None) -> int:
         elif isinstance(n, Repeat):
             copies = n.max if n.max is not None else max(n.min, 1)
             s = 1 + size(n.item) * max(copies, 1)
+        elif isinstance(n, Ref):
+            memo[key] = 1  # a recursive use counts once: the rule's body is shared
+            s = 1 + size(n.target)
         else:
             raise TypeError(f"not an IR node: {n!r}")
         memo[key] = s
@@ -278,6 +323,8 @@ def to_python_regex(node: Node) -> bytes:
             return b"(?:" + rx(n.item) + b"){" + str(n.min).encode() + b"," + hi + b"}"
         if isinstance(n, Graph):
             return graph_to_python_regex(n, rx)
+        if isinstance(n, Ref):
+            raise ValueError(f"rule {n.name!r} may be recursive: no regex for a context-free grammar")
         raise TypeError(f"not an IR node: {n!r}")
 
     return rx(node)

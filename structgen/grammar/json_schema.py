@@ -25,8 +25,15 @@ Documented choices (where we accept a subset of the valid texts):
     `properties` contributes its properties first), then names that are only in
     `required`; undeclared properties (allowed by `additionalProperties` /
     `patternProperties`) come after all declared ones.
-  * "Any JSON value" (`{}`, `true`, absent `items`/`additionalProperties`) is bounded to
-    `max_any_depth` levels of nesting; deeper values are rejected.
+  * "Any JSON value" (`{}`, `true`, absent `items`/`additionalProperties`) nests without
+    bound in the "default" and "compact" styles (a recursive rule); in "indent" and
+    "flexible", whose whitespace depends on the depth, it is bounded to `max_any_depth`
+    levels (3 unless set; setting it bounds every style); deeper values are rejected.
+  * Recursive `$ref` (a schema that contains itself through properties or items:
+    trees, linked lists, comment threads) compiles to recursive rules in the "default"
+    and "compact" styles; "indent" and "flexible" refuse it (their whitespace would
+    need one copy of the schema per depth). A `$ref` cycle that never descends into a
+    property or item defines no value and is refused.
   * `const`/`enum` objects are written with their keys in the order given in the schema.
   * Numbers: `type: integer` accepts integer spellings only (not "1.0"); numbers with
     `multipleOf` (integer-valued) accept integer spellings only; "a number that is not
@@ -62,9 +69,9 @@ prefixItems, additionalItems, minItems, maxItems, contains/minContains, uniqueIt
 minProperties, maxProperties, propertyNames (limited), dependentRequired,
 dependentSchemas, dependencies, allOf, anyOf, oneOf (limited), not (limited),
 if/then/else (limited), $ref (local, `$id`/`$anchor` inside the document), $defs,
-definitions. Refused: unevaluatedProperties, unevaluatedItems, $dynamicRef,
-$recursiveRef, recursive $ref, remote $ref, and the limited ones where they cannot be
-enforced soundly.
+definitions, recursive $ref (default and compact styles). Refused: unevaluatedProperties,
+unevaluatedItems, $dynamicRef, $recursiveRef, remote $ref, recursion under `not`, and the
+limited ones where they cannot be enforced soundly.
 """
 
 from __future__ import annotations
@@ -102,7 +109,8 @@ class JsonOptions:
         object had `additionalProperties: false`, whatever it says).
     lenient: ignore keywords that cannot be enforced instead of refusing them. THIS MAY
         UNDER-CONSTRAIN: the grammar may accept texts the schema rejects.
-    max_any_depth: nesting bound of "any JSON value".
+    max_any_depth: nesting bound of "any JSON value" (None: unbounded in the default and
+        compact styles, 3 in indent and flexible).
     max_whitespace: bound per whitespace run in "flexible" (None: 2 + 4 * level).
     max_states: budget for `ir.expanded_size` of the result (GrammarTooLargeError).
     timeout_s: compile-time budget (GrammarTooLargeError).
@@ -119,7 +127,7 @@ class JsonOptions:
     indent: int | None = None
     strict: bool = False
     lenient: bool = False
-    max_any_depth: int = 3
+    max_any_depth: int | None = None
     max_whitespace: int | None = None
     max_states: int = 50_000_000
     timeout_s: float = 10.0
@@ -140,7 +148,7 @@ class JsonOptions:
             raise StructgenError("whitespace='indent' needs indent=N")
         if self.max_whitespace is not None and self.max_whitespace < 0:
             raise StructgenError("max_whitespace must be >= 0")
-        if self.max_any_depth < 0:
+        if self.max_any_depth is not None and self.max_any_depth < 0:
             raise StructgenError("max_any_depth must be >= 0")
         if self.unknown_keywords not in ("ignore", "typos", "error"):
             raise StructgenError("unknown_keywords must be 'ignore', 'typos' or 'error'")
@@ -442,6 +450,8 @@ def _ir_match(node: ir.Node, data: bytes) -> bool:
                             seen.add((dst, r))
                             stack.append((dst, r))
             out = frozenset(acc)
+        elif isinstance(x, ir.Ref):  # JSON recursion consumes a bracket before recursing
+            out = ends(x.target, p) if x.target is not None else frozenset()
         else:
             raise TypeError(f"not an IR node: {x!r}")
         memo[key] = out
@@ -1222,6 +1232,7 @@ class _Compiler:
         self.res = resolver or _Resolver(schema)
         self.deadline = deadline if deadline is not None else time.monotonic() + options.timeout_s
         self.cache: dict = {}
+        self.in_progress: dict = {}  # value key -> Ref once the value is met again (recursion)
         self.keep: list = []
         self.any_cache: dict = {}
         self.body_cache: dict = {}
@@ -1272,23 +1283,44 @@ class _Compiler:
         return node
 
     def value(self, items: list, depth: int) -> ir.Node:
-        """IR of a JSON value satisfying every item of the conjunction, at `depth`."""
+        """IR of a JSON value satisfying every item of the conjunction, at `depth`.
+
+        A value met again while it is being compiled is a recursive schema: the inner
+        use becomes an `ir.Ref` whose target is set once the outer one is built."""
         key = (tuple(id(it[0]) for it in items), depth if self.style.depth_dependent else 0)
         got = self.cache.get(key)
         if got is not None:
             return got
+        ptr = items[0][1] if items else ""
+        if key in self.in_progress:
+            ref = self.in_progress[key]
+            if ref is None:
+                ref = self.in_progress[key] = ir.Ref(ptr or "#")
+            return ref
         self.keep.append(items)
         self.tick()
         self.depth += 1
         if self.depth > 400:
             raise UnsupportedKeywordError(
-                "$ref", items[0][1] if items else "", "schema nesting too deep (recursion?)"
+                "$ref",
+                ptr,
+                "schema nesting too deep: a recursive schema needs whitespace 'default' or "
+                "'compact' (indent and flexible whitespace depend on the depth)"
+                if self.style.depth_dependent
+                else "schema nesting too deep",
             )
+        self.in_progress[key] = None
         try:
-            s = self.normalize(items)
+            # A new value starts a new $ref chain: a chain only detects $ref cycles that
+            # never descend into a property or item.
+            s = self.normalize([(raw, p, ()) for raw, p, _ in items])
             node = self.compile_s(s, depth)
         finally:
             self.depth -= 1
+            ref = self.in_progress.pop(key)
+        if ref is not None:
+            ref.target = node
+            node = ref
         self.cache[key] = node
         return node
 
@@ -1337,11 +1369,10 @@ class _Compiler:
             if key == "$ref":
                 target, tptr = self.res.resolve(v, raw, kp)
                 if tptr in chain:
-                    raise UnsupportedKeywordError(
-                        "$ref",
+                    raise SchemaError(
+                        f"$ref cycle through '#{tptr}' that never descends into a property or item: "
+                        "it defines no value",
                         kp,
-                        f"recursive reference to '#{tptr}': recursive schemas are not supported yet by "
-                        "the regular (DFA) path",
                     )
                 self.ingest(s, target, tptr, chain + (tptr,))
             elif key == "type":
@@ -1407,7 +1438,7 @@ class _Compiler:
                 hi = raw.get("maxContains")
                 lo = self._count(lo, ptr + "/minContains")
                 hi = None if hi is None else self._count(hi, ptr + "/maxContains")
-                s.contains.append(([(v, kp, chain)], lo, hi, kp))
+                s.contains.append(([(v, kp, ())], lo, hi, kp))
             elif key in ("properties", "patternProperties", "additionalProperties"):
                 if obj_slot is None:
                     obj_slot = len(s.objs)
@@ -1425,7 +1456,7 @@ class _Compiler:
             elif key == "propertyNames":
                 self._check_schema(v, kp)
                 if v is not True:
-                    s.prop_names.append((v, kp, chain))
+                    s.prop_names.append((v, kp, ()))
             elif key in ("dependentRequired", "dependentSchemas", "dependencies"):
                 self._dependencies(s, key, v, kp, chain)
             elif key == "allOf":
@@ -1466,22 +1497,22 @@ class _Compiler:
             items = raw.get("items")
             if "prefixItems" in raw:
                 pre = self._schema_list(raw["prefixItems"], ptr + "/prefixItems")
-                prefix = [[(x, f"{ptr}/prefixItems/{i}", chain)] for i, x in enumerate(pre)]
+                prefix = [[(x, f"{ptr}/prefixItems/{i}", ())] for i, x in enumerate(pre)]
                 if "items" in raw:
                     if isinstance(items, list):
                         raise SchemaError("items must be a schema when prefixItems is present", ptr + "/items")
                     self._check_schema(items, ptr + "/items")
-                    rest = [(items, ptr + "/items", chain)]
+                    rest = [(items, ptr + "/items", ())]
             elif isinstance(items, list):
-                prefix = [[(x, f"{ptr}/items/{i}", chain)] for i, x in enumerate(items)]
+                prefix = [[(x, f"{ptr}/items/{i}", ())] for i, x in enumerate(items)]
                 for i, x in enumerate(items):
                     self._check_schema(x, f"{ptr}/items/{i}")
                 if "additionalItems" in raw:
                     self._check_schema(raw["additionalItems"], ptr + "/additionalItems")
-                    rest = [(raw["additionalItems"], ptr + "/additionalItems", chain)]
+                    rest = [(raw["additionalItems"], ptr + "/additionalItems", ())]
             elif "items" in raw:
                 self._check_schema(items, ptr + "/items")
-                rest = [(items, ptr + "/items", chain)]
+                rest = [(items, ptr + "/items", ())]
             s.arrs.append(_Arr(prefix, rest, ptr))
         # objects
         if obj_slot is not None:
@@ -1492,7 +1523,7 @@ class _Compiler:
             for name, sub in pv.items():
                 sp = f"{ptr}/properties/{_esc(name)}"
                 self._check_schema(sub, sp)
-                props[name] = [(sub, sp, chain)]
+                props[name] = [(sub, sp, ())]
             patterns = []
             pp = raw.get("patternProperties", {})
             if not isinstance(pp, dict):
@@ -1500,13 +1531,13 @@ class _Compiler:
             for pat, sub in pp.items():
                 sp = f"{ptr}/patternProperties/{_esc(pat)}"
                 self._check_schema(sub, sp)
-                patterns.append((pat, [(sub, sp, chain)], sp))
+                patterns.append((pat, [(sub, sp, ())], sp))
             additional = None
             if "additionalProperties" in raw:
                 ap = raw["additionalProperties"]
                 self._check_schema(ap, ptr + "/additionalProperties")
                 if ap is not True:
-                    additional = [(ap, ptr + "/additionalProperties", chain)]
+                    additional = [(ap, ptr + "/additionalProperties", ())]
             s.objs[obj_slot] = _Obj(props, patterns, additional, ptr)
 
     def _add_alternatives(self, s: _S, kind: str, alts: list, ptr: str, chain: tuple, exact: bool = True) -> None:
@@ -1626,7 +1657,7 @@ class _Compiler:
             target, tptr = self.res.resolve(raw["$ref"], raw, ptr + "/$ref")
             if tptr in chain:
                 raise UnsupportedKeywordError(
-                    "$ref", ptr + "/$ref", f"recursive reference to '#{tptr}' (recursion is not supported yet)"
+                    "$ref", ptr + "/$ref", f"recursive reference to '#{tptr}' under 'not' is not supported"
                 )
             add(self._negate(target, tptr, chain + (tptr,)))
         excl_min = raw.get("exclusiveMinimum") is True
@@ -1952,7 +1983,7 @@ class _Compiler:
         if s.groups:
             return self._expand(s, depth)
         if s.is_unconstrained():
-            return self.any_value(depth, self.o.max_any_depth)
+            return self.any_value(depth, self.any_depth)
         if s.enum is not None:
             return self._enum(s, depth)
         kinds = self.effective_kinds(s)
@@ -2185,7 +2216,14 @@ class _Compiler:
 
     # ------------------------------------------------------------ any value
 
-    def any_value(self, depth: int, levels: int) -> ir.Node:
+    @property
+    def any_depth(self) -> int | None:
+        """Nesting bound of "any value": None (recursive, unbounded) where the style allows."""
+        if self.o.max_any_depth is None and self.style.depth_dependent:
+            return 3
+        return self.o.max_any_depth
+
+    def any_value(self, depth: int, levels: int | None) -> ir.Node:
         key = (depth if self.style.depth_dependent else 0, levels)
         got = self.any_cache.get(key)
         if got is not None:
@@ -2193,6 +2231,17 @@ class _Compiler:
         st = self.style
         string = self.any_string()
         parts = [ir.lit("null"), ir.lit("true"), ir.lit("false"), _numbers().number_ir(None, None, None, None), string]
+        if levels is None:  # recursive: one rule for every depth (the style is depth-free)
+            node = self.any_cache[key] = ir.Ref("any JSON value")
+            entry = ir.seq(string, st.colon(depth), node)
+            parts += [
+                st.empty(depth, "[", "]"),
+                self.nonempty_list(depth, node, "[", "]"),
+                st.empty(depth, "{", "}"),
+                self.nonempty_list(depth, entry, "{", "}"),
+            ]
+            node.target = ir.alt(*parts)
+            return node
         if levels <= 0:
             parts += [st.empty(depth, "[", "]"), st.empty(depth, "{", "}")]
         else:
@@ -3063,5 +3112,5 @@ def schema_to_ir(schema: Any, options: JsonOptions | None = None, *, deadline: f
 
 
 def any_json_ir(options: JsonOptions | None = None) -> ir.Node:
-    """Any JSON value (nesting bounded by options.max_any_depth) in the given style."""
+    """Any JSON value in the given style (see JsonOptions.max_any_depth for nesting)."""
     return schema_to_ir(True, options)

@@ -271,11 +271,35 @@ _MAX_DEPTH = 100
 
 
 class _Parser:
-    def __init__(self, pattern: str):
+    def __init__(self, pattern: str, flavor: str = "ecma", flags: str = ""):
         self.p = pattern
         self.n = len(pattern)
         self.i = 0
         self.depth = 0
+        self.python = flavor == "python"
+        self.ignore_case = "i" in flags
+        self.dotall = "s" in flags
+        if self.python:
+            self.leading_flags()
+
+    def chars(self, cs: C.CharSet) -> "Chars":
+        return Chars(_case_closed(cs) if self.ignore_case else cs)
+
+    def leading_flags(self) -> None:
+        """Python's global inline flags at the start of a pattern: `(?i)`, `(?s)`, `(?is)`."""
+        m = _re.compile(r"\(\?([a-zA-Z]+)\)").match(self.p, self.i)
+        if m:
+            self.set_flags(m.group(1), self.i)
+            self.i = m.end()
+
+    def set_flags(self, letters: str, pos: int, on: bool = True) -> None:
+        for flag in letters:
+            if flag == "i":
+                self.ignore_case = on
+            elif flag == "s":
+                self.dotall = on
+            elif flag not in "u":  # re.UNICODE is the default for str patterns
+                raise self.error(f"inline flag {flag!r} is not supported (only i, s and u)", pos)
 
     def error(self, message: str, position: int | None = None) -> RegexError:
         return RegexError(message, self.p, self.i if position is None else position)
@@ -370,14 +394,16 @@ class _Parser:
             return Anchor(c, pos)
         if c == ".":
             self.i += 1
+            if self.python:
+                return Chars(C.ANY_CHAR if self.dotall else _PY_DOT)
             return Chars(DOT)
         if c == "(":
             return self.parse_group()
         if c == "[":
-            return Chars(self.parse_class())
+            return self.chars(self.parse_class())
         if c == "\\":
             kind, value = self.parse_escape(in_class=False)
-            return Chars(value if kind == "set" else ((value, value),))
+            return self.chars(value if kind == "set" else ((value, value),))
         if c in "*+?":
             raise self.error(f"nothing to repeat before '{c}'")
         if c == "{":
@@ -386,7 +412,7 @@ class _Parser:
             self.check_ambiguous_brace(pos)
         # a literal (including a lone ']', '}' or '{', Annex B)
         cp = self.literal()
-        return Chars(((cp, cp),))
+        return self.chars(((cp, cp),))
 
     def parse_group(self) -> RegexNode:
         open_pos = self.i
@@ -409,6 +435,13 @@ class _Parser:
                 if not m:
                     raise self.error("invalid group name after '(?<'", open_pos)
                 self.i = m.end()
+            elif nxt == "P" and self.python and self.peek(2) == "<":
+                m = _re.compile(r"<[^\W\d]\w*>").match(self.p, self.i + 2)
+                if not m:
+                    raise self.error("invalid group name after '(?P'", open_pos)
+                self.i = m.end()
+            elif self.python and _re.compile(r"\?[a-zA-Z]*(-[a-zA-Z]+)?:").match(self.p, self.i):
+                return self.flag_group(open_pos)
             elif nxt == "P":
                 if self.peek(2) == "=":
                     raise self.error("backreference '(?P=' is not supported", open_pos)
@@ -431,6 +464,21 @@ class _Parser:
             raise self.error(f"missing ')' for the group opened at position {open_pos}", self.i)
         self.i += 1
         self.depth -= 1
+        return inner
+
+    def flag_group(self, open_pos: int) -> RegexNode:
+        """Python's scoped flags `(?i:...)`, `(?-i:...)`, `(?s:...)`."""
+        m = _re.compile(r"\?([a-zA-Z]*)(?:-([a-zA-Z]+))?:").match(self.p, self.i)
+        saved = (self.ignore_case, self.dotall)
+        self.set_flags(m.group(1), open_pos)
+        self.set_flags(m.group(2) or "", open_pos, on=False)
+        self.i = m.end()
+        inner = self.parse_alternation()
+        if self.peek() != ")":
+            raise self.error(f"missing ')' for the group opened at position {open_pos}", self.i)
+        self.i += 1
+        self.depth -= 1
+        self.ignore_case, self.dotall = saved
         return inner
 
     # -- character classes
@@ -494,7 +542,7 @@ class _Parser:
         c = self.p[self.i + 1]
         self.i += 2
         if c in _CLASS_ESCAPES:
-            return "set", _CLASS_ESCAPES[c]
+            return "set", (_python_class(c) if self.python else _CLASS_ESCAPES[c])
         if c in _CONTROL_ESCAPES:
             return "char", _CONTROL_ESCAPES[c]
         if c == "b":
@@ -572,11 +620,50 @@ def _show(cp: int) -> str:
 
 
 @lru_cache(maxsize=1024)
-def parse_regex(pattern: str) -> RegexNode:
-    """Parse an ECMA-262 regex into the char-level AST (raises RegexError)."""
+def parse_regex(pattern: str, flavor: str = "ecma", flags: str = "") -> RegexNode:
+    """Parse a regex into the char-level AST (raises RegexError). flavor "ecma" is
+    ECMA-262 (JSON Schema); "python" is Python's `re` (lark terminals): `.` excludes only
+    `\\n`, `\\d \\w \\s` are Unicode-wide, `(?P<name>...)`, flags i and s (inline or
+    passed in `flags`)."""
     if not isinstance(pattern, str):
         raise RegexError(f"a regex must be a string, not {type(pattern).__name__}", "", None)
-    return _Parser(pattern).parse()
+    return _Parser(pattern, flavor, flags).parse()
+
+
+_PY_DOT: C.CharSet = C.complement(C.charset([(0x0A, 0x0A)]))
+
+
+@lru_cache(maxsize=None)
+def _python_class(letter: str) -> C.CharSet:
+    """`\\d \\w \\s` (and their complements) as Python's `re` defines them for str patterns."""
+    test = {"d": str.isdecimal, "w": lambda ch: ch.isalnum() or ch == "_", "s": str.isspace}[letter.lower()]
+    cps = [cp for cp in range(C.MAX_CODE_POINT + 1) if not 0xD800 <= cp <= 0xDFFF and test(chr(cp))]
+    cs = C.charset(_runs(cps))
+    return C.complement(cs) if letter.isupper() else cs
+
+
+def _runs(cps: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for cp in cps:
+        if out and out[-1][1] == cp - 1:
+            out[-1] = (out[-1][0], cp)
+        else:
+            out.append((cp, cp))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _case_closed(cs: C.CharSet) -> C.CharSet:
+    """The set with every character's other cases added (the `i` flag, simple case
+    folding as Python's `re` does it)."""
+    extra: list[int] = []
+    for lo, hi in cs:
+        for cp in range(lo, min(hi, 0x1FFFF) + 1):
+            ch = chr(cp)
+            for other in (ch.lower(), ch.upper(), ch.casefold()):
+                if len(other) == 1 and other != ch:
+                    extra.append(ord(other))
+    return C.union(cs, C.charset(_runs(sorted(set(extra))))) if extra else cs
 
 
 # ---------------------------------------------------------------- lowering
@@ -652,7 +739,9 @@ def _json_char(cs: C.CharSet) -> ir.Node:
 
 
 @lru_cache(maxsize=1024)
-def regex_ir(pattern: str, *, encoding: str = "utf8", search: bool = False) -> ir.Node:
+def regex_ir(
+    pattern: str, *, encoding: str = "utf8", search: bool = False, flavor: str = "ecma", flags: str = ""
+) -> ir.Node:
     """Lower an ECMA-262 regex to the byte IR.
 
     encoding="utf8": the IR matches the UTF-8 bytes of the strings the regex matches.
@@ -669,7 +758,7 @@ def regex_ir(pattern: str, *, encoding: str = "utf8", search: bool = False) -> i
         char_ir = _json_char
     else:
         raise ValueError(f"unknown encoding {encoding!r} (expected 'utf8' or 'json')")
-    ast = parse_regex(pattern)
+    ast = parse_regex(pattern, flavor, flags)
     branches = _lower(ast, char_ir, True, True, pattern)
     if not search:
         return _join([parts for alts in branches.values() for parts in alts])

@@ -1,0 +1,92 @@
+"""lark EBNF grammars -> `cfg.Grammar`.
+
+Owns: reading a grammar in lark's own syntax. lark itself parses the text and resolves
+`%import` (its `common` library included), templates, `?rule` inlining, `x*`/`x+`/`x?`/
+`x~n..m` and terminal composition into plain BNF rules; this module turns those rules and
+terminal patterns into the shared CFG form and maps lark's errors to `GrammarError` with
+line and column. Knows nothing of tokens, matchers or the engine.
+
+Terminal regexes are Python `re` syntax (as in lark). `common.ESCAPED_STRING` is
+defined by lark with a lookbehind, which no automaton can run; it is replaced here by
+the same language written without one: a double-quoted string in which a backslash
+escapes the next character.
+"""
+
+from __future__ import annotations
+
+import re
+
+from structgen.errors import GrammarError, RegexError
+from structgen.grammar import cfg, ir
+from structgen.grammar.regex import regex_ir
+
+# Terminals of lark's `common` library whose definitions use lookaround.
+_REPLACEMENTS = {
+    "ESCAPED_STRING": r'"(?:[^"\\\n]|\\.)*"',
+}
+
+
+def _lark_error(e: Exception) -> GrammarError:
+    line = getattr(e, "line", None)
+    column = getattr(e, "column", None)
+    if line is None or line == -1:
+        m = re.search(r"[Ll]ine (\d+)(?:,? col(?:umn)? (\d+))?", str(e))
+        if m:
+            line, column = int(m.group(1)), int(m.group(2) or 1)
+        else:
+            line = column = None
+    message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return GrammarError(f"lark grammar: {message}", line, column)
+
+
+def _terminal_ir(term) -> ir.Node:
+    from lark.lexer import PatternStr
+
+    pattern = term.pattern
+    flags = "".join(sorted(pattern.flags))
+    if isinstance(pattern, PatternStr):
+        if "i" not in flags:
+            return ir.lit(pattern.value)
+        source = re.escape(pattern.value)
+    else:
+        source = _REPLACEMENTS.get(term.name, pattern.value)
+    try:
+        return regex_ir(source, flavor="python", flags=flags)
+    except RegexError as e:
+        raise GrammarError(f"terminal {term.name}: {e}") from None
+
+
+def parse_lark(text: str, start: str = "start") -> cfg.Grammar:
+    """Parse a lark grammar; `start` names the start rule."""
+    from lark.exceptions import LarkError
+    from lark.load_grammar import load_grammar
+
+    if not isinstance(text, str):
+        raise GrammarError(f"a grammar must be a string, not {type(text).__name__}")
+    try:
+        grammar, _ = load_grammar(text, "<grammar>", [], False)
+        terminals, rules, ignore_names = grammar.compile([start], set())
+    except LarkError as e:
+        raise _lark_error(e) from None
+    except (KeyError, AssertionError, RecursionError) as e:  # lark's own checks on odd input
+        raise GrammarError(f"lark grammar: cannot compile ({type(e).__name__}: {e})") from None
+    by_name = {t.name: t for t in terminals}
+    term_ir: dict[str, ir.Node] = {}
+
+    def terminal(name: str) -> ir.Node:
+        node = term_ir.get(name)
+        if node is None:
+            if name not in by_name:
+                raise GrammarError(f"terminal {name} is used but never defined")
+            node = term_ir[name] = _terminal_ir(by_name[name])
+        return node
+
+    out: dict[str, list[list]] = {}
+    for rule in rules:
+        alt = [terminal(s.name) if s.is_term else s.name for s in rule.expansion]
+        out.setdefault(rule.origin.name, []).append(alt)
+    if start not in out:
+        raise GrammarError(f"the start rule {start!r} is not defined (define `{start}: ...` or pass start=)")
+    ignore = [terminal(name) for name in ignore_names]
+    names = {id(node): name for name, node in term_ir.items()}
+    return cfg.Grammar(out, start, ignore, names)
