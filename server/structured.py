@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,7 @@ class UnsupportedRequestError(StructgenError):
 class OutputSpec:
     """What constrains a request's output and how the output is read back."""
 
-    kind: str | None = None  # "json_schema", "regex", "choice" or None (free text)
+    kind: str | None = None  # "json_schema", "regex", "choice", "grammar" or None (free text)
     source: Any = None
     tool_names: list[str] | None = None  # set when the output is a tool call
     single_tool: str | None = None  # a named tool_choice: the output is its arguments
@@ -61,8 +62,7 @@ def output_spec(request: ChatCompletionRequest | CompletionRequest) -> OutputSpe
             raise UnsupportedRequestError("structured_outputs", "give exactly one of json, regex, choice, grammar")
         key, value = given[0]
         if key == "grammar":
-            raise UnsupportedRequestError("structured_outputs.grammar",
-                                          "context-free grammars are not supported yet")
+            value = (value, _grammar_syntax(value))
         if key == "json":
             value = json.loads(value) if isinstance(value, str) else value
             key = "json_schema"
@@ -118,7 +118,16 @@ def _compile(spec: OutputSpec, vocab: Any) -> Any:
         return structgen.compile_json_schema(spec.source, vocab)
     if spec.kind == "regex":
         return structgen.compile_regex(spec.source, vocab)
+    if spec.kind == "grammar":
+        text, syntax = spec.source
+        return structgen.compile_grammar(text, vocab, syntax=syntax)
     return structgen.compile_choice(spec.source, vocab)
+
+
+def _grammar_syntax(text: str) -> str:
+    """lark or GBNF, told apart the way llama.cpp users write them: GBNF defines rules
+    with `::=` (and needs a `root` rule); lark uses `:`."""
+    return "gbnf" if re.search(r"^\s*[A-Za-z][\w-]*\s*::=", text, re.MULTILINE) else "lark"
 
 
 def tool_calls_from(spec: OutputSpec, text: str, call_id: str) -> list[dict] | None:

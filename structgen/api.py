@@ -84,12 +84,9 @@ class _Common:
         system = "Answer with exactly one of: " + ", ".join(options)
         return _Structured(structgen.compile_choice(list(options), self.engine.vocab), system, str)
 
-    def _grammar(self, grammar: Any) -> _Structured:
+    def _grammar(self, grammar: Any, syntax: str) -> _Structured:
         if isinstance(grammar, str):
-            compile_grammar = getattr(structgen, "compile_grammar", None)
-            if compile_grammar is None:
-                raise StructgenError("context-free grammars (lark/GBNF) are not supported yet")
-            grammar = compile_grammar(grammar, self.engine.vocab)
+            grammar = structgen.compile_grammar(grammar, self.engine.vocab, syntax=syntax)
         return _Structured(grammar, None, str)
 
 
@@ -131,9 +128,12 @@ class LLM(_Common):
         budget = max(len(self.engine.tokenizer.encode(o, add_special_tokens=False)) for o in options) + 2
         return self._run(prompts, self._choice(options), None, True, _params(budget, temperature, **sampling))
 
-    def generate_grammar(self, prompts: Prompt | list[Prompt], grammar: Any, *, max_tokens: int = 256,
-                         temperature: float = 0.0, **sampling: Any) -> Any:
-        return self._run(prompts, self._grammar(grammar), None, True, _params(max_tokens, temperature, **sampling))
+    def generate_grammar(self, prompts: Prompt | list[Prompt], grammar: Any, *, syntax: str = "lark",
+                         max_tokens: int = 256, temperature: float = 0.0, **sampling: Any) -> Any:
+        """Text in the language of `grammar`: lark (default) or GBNF text, or a
+        CompiledGrammar of any kind."""
+        structured = self._grammar(grammar, syntax)
+        return self._run(prompts, structured, None, True, _params(max_tokens, temperature, **sampling))
 
     def _run(self, prompts, structured: _Structured | None, system, chat, params, raw=False):
         single = isinstance(prompts, str) or (prompts and isinstance(prompts[0], dict))
@@ -175,6 +175,12 @@ class AsyncLLM(_Common):
     async def generate_regex(self, prompt: Prompt, pattern: str, *, max_tokens: int = 256,
                              temperature: float = 0.0, **sampling: Any) -> str:
         structured = await asyncio.to_thread(self._regex, pattern)
+        return _finish(await self._one(prompt, structured, None, True,
+                                       _params(max_tokens, temperature, **sampling)), structured)
+
+    async def generate_grammar(self, prompt: Prompt, grammar: Any, *, syntax: str = "lark", max_tokens: int = 256,
+                               temperature: float = 0.0, **sampling: Any) -> str:
+        structured = await asyncio.to_thread(self._grammar, grammar, syntax)
         return _finish(await self._one(prompt, structured, None, True,
                                        _params(max_tokens, temperature, **sampling)), structured)
 

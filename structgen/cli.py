@@ -94,22 +94,29 @@ def _build_parser() -> argparse.ArgumentParser:
         "compile",
         help="compile a grammar for the default vocabulary and report on it",
         description=(
-            "Compile a JSON Schema (default), a regex (--regex) or a list of choices "
-            "(--choice) for the default model's vocabulary (SmolLM2, 49,152 tokens) and "
-            "print the compile time, the NFA state count, how many tokens the first mask "
-            "allows and the forced prefix. Bad input exits with status 2."
+            "Compile a JSON Schema (default), a lark or GBNF grammar (a .lark/.gbnf file, "
+            "or --syntax), a regex (--regex) or a list of choices (--choice) for the default "
+            "model's vocabulary (SmolLM2, 49,152 tokens) and print the compile time, the "
+            "state count, how many tokens the first mask allows and the forced prefix. "
+            "--sample TEXT checks a sentence token by token (SmolLM2's tokenization) and "
+            "says where it leaves the language. Bad input, or a sample that does not "
+            "pass, exits with status 2."
         ),
     )
     kind = comp.add_mutually_exclusive_group()
     kind.add_argument("--regex", action="store_true", help="SOURCE is a regular expression")
     kind.add_argument("--choice", action="store_true", help="the SOURCEs are the choices")
+    kind.add_argument("--syntax", choices=("lark", "gbnf"), default=None,
+                      help="SOURCE is a context-free grammar in this syntax (implied by a .lark or .gbnf file)")
     comp.add_argument(
         "source",
         metavar="SOURCE",
         nargs="+",
-        help="a JSON Schema (JSON text, a file path, or - for stdin); a regex with "
-        "--regex; one or more strings with --choice",
+        help="a JSON Schema (JSON text, a file path, or - for stdin); a grammar file (or text "
+        "with --syntax); a regex with --regex; one or more strings with --choice",
     )
+    comp.add_argument("--sample", metavar="TEXT", action="append", default=[],
+                      help="a sentence that must be in the language (repeatable)")
     comp.add_argument("--whitespace", choices=WHITESPACE_MODES, default="default",
                       help="JSON whitespace mode for a schema (default: default)")
     comp.add_argument("--json", action="store_true", dest="as_json",
@@ -196,6 +203,9 @@ def _compile(kind: str, source: Any, vocab: Any, whitespace: str) -> Any:
         return structgen.compile_regex(source, vocab)
     if kind == "choice":
         return structgen.compile_choice(list(source), vocab)
+    if kind in ("lark", "gbnf"):
+        text, syntax = source
+        return structgen.compile_grammar(text, vocab, syntax=syntax)
     raise AssertionError(kind)
 
 
@@ -217,8 +227,11 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                 f"expected one {'regex' if args.regex else 'schema'}, got {len(args.source)} "
                 "arguments (quote it, or use --choice for a list)"
             )
+        syntax = args.syntax or _grammar_file_syntax(args.source[0])
         if args.regex:
             kind, source = "regex", args.source[0]
+        elif syntax is not None:
+            kind, source = syntax, (_read_text(args.source[0], "grammar"), syntax)
         else:
             kind, source = "json_schema", read_schema(args.source[0])
 
@@ -255,9 +268,13 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         "forced_prefix": forced.decode("utf-8", errors="replace"),
         "vocabulary_load_s": vocab_s,
     }
+    samples = [_check_sample(grammar, text) for text in args.sample]
+    if samples:
+        report["samples"] = samples
+    status = EXIT_OK if all(s["accepted"] for s in samples) else EXIT_USAGE
     if args.as_json:
         print(json.dumps(report, ensure_ascii=False))
-        return EXIT_OK
+        return status
     print(f"kind:           {kind}")
     print(f"vocabulary:     {vocab.name} ({vocab.vocab_size} tokens, loaded in {vocab_s:.2f} s)")
     print(f"compile time:   {report['compile_s'] * 1e3:.2f} ms")
@@ -265,7 +282,48 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     print(f"DFA states:     {report['dfa_states']} (built so far, lazily)")
     print(f"first mask:     {allowed} of {vocab.vocab_size} tokens allowed ({mask_s * 1e3:.2f} ms)")
     print(f"forced prefix:  {_show_bytes(forced)}")
-    return EXIT_OK
+    for sample in samples:
+        verdict = "accepted" if sample["accepted"] else f"REJECTED: {sample['reason']}"
+        print(f"sample {sample['text']!r}: {verdict}")
+    return status
+
+
+def _grammar_file_syntax(arg: str) -> str | None:
+    suffix = Path(arg).suffix.lower()
+    return {".lark": "lark", ".gbnf": "gbnf"}.get(suffix)
+
+
+def _read_text(arg: str, what: str) -> str:
+    """A file's text, stdin for '-', or the argument itself when it is not a file."""
+    if arg == "-":
+        return sys.stdin.read()
+    try:
+        if Path(arg).is_file():
+            return Path(arg).read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        pass
+    except UnicodeDecodeError as e:
+        raise UsageError(f"cannot read {what} file {arg}: {e}")
+    if _grammar_file_syntax(arg) is not None:
+        raise UsageError(f"{what} file {arg} does not exist")
+    return arg
+
+
+def _check_sample(grammar: Any, text: str) -> dict:
+    """Drive `text`'s default-model tokens through a matcher: accepted, or where it stops."""
+    from structgen.default_model import load_default_tokenizer
+
+    tok = load_default_tokenizer()
+    matcher = grammar.matcher()
+    done = ""
+    for tid in tok.encode(text, add_special_tokens=False):
+        piece = tok.decode([tid])
+        if not matcher.accept_token(tid):
+            return {"text": text, "accepted": False, "reason": f"token {piece!r} refused after {done!r}"}
+        done += piece
+    if not matcher.is_accepting():
+        return {"text": text, "accepted": False, "reason": "the text ends before the grammar is complete"}
+    return {"text": text, "accepted": True}
 
 
 def _show_bytes(data: bytes) -> str:

@@ -9,6 +9,7 @@ import re
 import pytest
 from pydantic import BaseModel, Field
 
+import structgen
 from structgen.api import AsyncLLM, IncompleteOutputError, LLM
 
 
@@ -46,9 +47,26 @@ def test_incomplete_output_raises(llm):
         llm.generate_json("Describe a person.", Person, max_tokens=3)
 
 
-def test_grammar_strings_are_refused_until_supported(llm):
-    with pytest.raises(Exception, match="not supported yet"):
-        llm.generate_grammar("x", 'start: "a"')
+ARITHMETIC = r"""
+start: sum
+?sum: sum "+" product | product
+?product: product "*" atom | atom
+?atom: NUMBER | "(" sum ")"
+NUMBER: /[0-9]+/
+"""
+
+
+def test_generate_grammar_lark_and_gbnf(llm):
+    import lark
+
+    text = llm.generate_grammar("Write an arithmetic expression.", ARITHMETIC, max_tokens=40, temperature=1.0, seed=3)
+    lark.Lark(ARITHMETIC, parser="earley", lexer="dynamic_complete").parse(text)  # raises if not in the language
+    gbnf = 'root ::= "(" [a-c]+ ")" ( "," " "? "(" [a-c]+ ")" )*'
+    outs = llm.generate_grammar(["List groups.", "More groups."], gbnf, syntax="gbnf", max_tokens=30, temperature=1.0)
+    for out in outs:
+        assert re.fullmatch(r"\([a-c]+\)(, ?\([a-c]+\))*", out), out
+    with pytest.raises(structgen.GrammarError, match="line 2"):
+        llm.generate_grammar("x", 'start: "a"\nb: : :')
 
 
 def test_async_llm_batches_concurrent_calls():

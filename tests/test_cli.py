@@ -279,3 +279,23 @@ def test_logits_processor_masks_disallowed_and_padded_ids(smollm2_vocab):
     with pytest.raises(RuntimeError, match="does not allow"):
         bad(torch.cat([prompt[:1], torch.tensor([[vocab.token_bytes.index(b"maybe")]])], dim=1),
             torch.zeros((1, width)))
+
+
+# --------------------------------------------------------------------------- grammars
+
+
+def test_compile_grammar_file_with_samples():
+    root = Path(__file__).resolve().parent.parent
+    report = compile_report(str(root / "grammars" / "json.lark"), "--sample", '{"a": [1, {"b": null}]}')
+    assert report["kind"] == "lark" and report["samples"] == [{"text": '{"a": [1, {"b": null}]}', "accepted": True}]
+    proc = run_cli("compile", "--json", str(root / "grammars" / "json.lark"), "--sample", '{"a": [1,}')
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    sample = json.loads(proc.stdout)["samples"][0]
+    assert not sample["accepted"] and "'}'" in sample["reason"]
+
+
+def test_compile_grammar_text_and_syntax_errors():
+    report = compile_report("--syntax", "gbnf", 'root ::= "ab" [0-9]+')
+    assert report["kind"] == "gbnf" and report["forced_prefix"] == "ab"
+    proc = run_cli("compile", "--syntax", "lark", 'start: "a"\nb: : :')
+    assert_user_error(proc, "line 2")

@@ -161,6 +161,28 @@ def test_completions_with_regex_and_choice(client, model):
     assert resp.choices[0].message.content in ("yes", "no")
 
 
+def test_structured_outputs_grammar_lark_and_gbnf(client, model):
+    import lark
+
+    lark_text = 'start: item ("," item)*\nitem: NAME "=" INT\nNAME: /[a-z]+/\n%import common.INT\n%ignore " "'
+    resp = client.completions.create(model=model, prompt="Settings: ", max_tokens=30, temperature=1.0, seed=5,
+                                     extra_body={"structured_outputs": {"grammar": lark_text}})
+    choice = resp.choices[0]
+    if choice.finish_reason == "stop":
+        lark.Lark(lark_text, parser="earley", lexer="dynamic_complete").parse(choice.text)
+    else:  # max_tokens ran out: still a prefix of the language, flagged incomplete
+        assert choice.model_extra.get("incomplete") is True
+    gbnf = 'root ::= answer "."\nanswer ::= "yes" | "no" | "maybe"'
+    resp = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Is it raining?"}],
+                                          extra_body={"structured_outputs": {"grammar": gbnf}})
+    assert resp.choices[0].message.content in ("yes.", "no.", "maybe.")
+    with pytest.raises(openai.BadRequestError) as err:
+        client.completions.create(model=model, prompt="x", max_tokens=4,
+                                  extra_body={"structured_outputs": {"grammar": "start: a\na: \"x\" | b"}})
+    body = err.value.body
+    assert body["param"] == "structured_outputs.grammar" and "b" in body["message"]
+
+
 def test_named_tool_call_arguments_validate(client, model):
     weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
                                                 "unit": {"enum": ["celsius", "fahrenheit"]}},

@@ -26,7 +26,20 @@ _REPLACEMENTS = {
 }
 
 
-def _lark_error(e: Exception) -> GrammarError:
+def _first_use(text: str, name: str) -> tuple[int, int] | tuple[None, None]:
+    """(line, column) of the first use of `name` that is not its own definition."""
+    for lineno, line in enumerate(text.splitlines(), 1):
+        for m in re.finditer(rf"(?<![\w.]){re.escape(name)}(?!\w)", line):
+            if not re.match(r"\s*[?!]?$", line[: m.start()]):  # not `name:` at the line start
+                return lineno, m.start() + 1
+    return None, None
+
+
+def _lark_error(e: Exception, text: str) -> GrammarError:
+    undefined = re.search(r"(?:Rule|Terminal) '?(\w+)'? used but not defined", str(e))
+    if undefined:
+        line, column = _first_use(text, undefined.group(1))
+        return GrammarError(f"lark grammar: {str(e).strip()}", line, column)
     line = getattr(e, "line", None)
     column = getattr(e, "column", None)
     if line is None or line == -1:
@@ -67,7 +80,7 @@ def parse_lark(text: str, start: str = "start") -> cfg.Grammar:
         grammar, _ = load_grammar(text, "<grammar>", [], False)
         terminals, rules, ignore_names = grammar.compile([start], set())
     except LarkError as e:
-        raise _lark_error(e) from None
+        raise _lark_error(e, text) from None
     except (KeyError, AssertionError, RecursionError) as e:  # lark's own checks on odd input
         raise GrammarError(f"lark grammar: cannot compile ({type(e).__name__}: {e})") from None
     by_name = {t.name: t for t in terminals}
