@@ -43,7 +43,7 @@ def cache_info() -> dict:
 def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar:
     with _cache_lock:
         hit = _cache.get(key)
-        if hit is not None:
+        if hit is not None and not hit.exhausted:
             _cache.move_to_end(key)
             _cache_stats["hits"] += 1
             return hit

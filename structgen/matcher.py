@@ -22,6 +22,7 @@ from structgen.automata.tokens import (
 )
 
 _TERMINATED = -3  # pushed on the state stack when EOS is accepted
+MAX_TOKEN_TABLES = 20_000  # cached masks per grammar before the compile cache rebuilds it
 
 
 def allocate_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
@@ -51,6 +52,14 @@ class CompiledGrammar:
     @property
     def vocab_size(self) -> int:
         return self.vocab.vocab_size
+
+    @property
+    def exhausted(self) -> bool:
+        """Grown close to its state budget, or holding many token tables: a grammar shared
+        for a long time (json_object behind a server, a recursive schema reaching ever new
+        nesting) is then rebuilt fresh by the compile cache instead of failing or growing
+        without bound. Matchers already running keep using this one."""
+        return self.dfa.num_states >= 0.9 * self.dfa.max_states or len(self._tables) >= MAX_TOKEN_TABLES
 
     def matcher(self) -> "Matcher":
         return Matcher(self)

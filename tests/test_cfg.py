@@ -218,3 +218,20 @@ def test_random_grammars_agree_with_lark(text, seed, smollm2_vocab):
             assert lark_accepts(parser, (prefix + completion).decode()), (text, prefix, completion)
         eos_allowed = any(t in smollm2_vocab.eos_token_ids for t in m.allowed_token_ids().tolist())
         assert eos_allowed == lark_accepts(parser, prefix.decode()), (text, prefix)
+
+
+def test_an_exhausted_shared_grammar_is_rebuilt_not_failed(smollm2_vocab):
+    text = 'start: "[" start "]" | "x"'
+    g = structgen.compile_grammar(text, smollm2_vocab, max_dfa_states=40)
+    m = g.matcher()
+    depth = 0
+    while not g.exhausted:  # every new depth is a new pushdown configuration
+        assert m.accept_bytes(b"[")
+        depth += 1
+    assert depth < 40
+    fresh = structgen.compile_grammar(text, smollm2_vocab, max_dfa_states=40)
+    assert fresh is not g and not fresh.exhausted
+    assert m.accept_bytes(b"x" + b"]" * depth) and m.is_accepting()  # the old one still serves its matcher
+    with pytest.raises(GrammarTooLargeError):
+        m.reset()
+        m.accept_bytes(b"[" * 60)
