@@ -101,6 +101,9 @@ def test_terminal_regex_flavour_is_pythons():
     assert accepts(text, "héllo ١٢")  # Unicode \w and \d, as Python's re
     assert not accepts(text, "a-b 1")
     assert accepts('start: /(?i:abc)/ /a.c/s', "ABca\nc")
+    # re.IGNORECASE pairs the Kelvin sign with k and long s with s; x drops blanks and comments
+    assert accepts('start: /k+/i | "select"i', "\u212ak") and accepts('start: /k+/i | "select"i', "\u017fELECT")
+    assert accepts('start: /a # a comment\n   b+ [ ]/x', "abb ") and not accepts('start: /a # c\n b+ [ ]/x', "ab")
     with pytest.raises(GrammarError, match="lookahead"):
         parse_lark('start: /a(?=b)/ "b"')
 

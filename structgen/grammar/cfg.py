@@ -262,8 +262,34 @@ def grammar_to_ir(grammar: Grammar) -> ir.Node:
             got = with_ignore[id(s)] = ir.seq(ignored, s)
         return got
 
+    factored: dict[frozenset, ir.Node] = {}
+
+    def key(s) -> object:
+        return s if isinstance(s, str) else id(s)
+
     def alternatives(alts: list[list]) -> ir.Node:
-        return ir.alt(*(ir.seq(*(symbol(s) for s in alt)) for alt in alts))
+        """Alternatives as a prefix tree: `a b c | a b d` becomes `a b (c | d)`, and equal
+        sets of tails become one shared node. Without this, each alternative that shares
+        a prefix keeps its own continuation, and the configurations reached through such
+        rules double with every nesting level (lark expands `[x]` and `x?` into copies)."""
+        tails = frozenset(tuple(key(s) for s in alt) for alt in alts)
+        got = factored.get(tails)
+        if got is not None:
+            return got
+        by_first: dict[object, list[list]] = {}
+        firsts: dict[object, object] = {}
+        nullable = False
+        for alt in alts:
+            if not alt:
+                nullable = True
+                continue
+            k = key(alt[0])
+            firsts[k] = alt[0]
+            by_first.setdefault(k, []).append(alt[1:])
+        branches = [ir.seq(symbol(firsts[k]), alternatives(rest)) for k, rest in by_first.items()]
+        node = ir.alt(ir.EMPTY, *branches) if nullable else ir.alt(*branches)
+        factored[tails] = node
+        return node
 
     for name, alts in rules.items():
         refs[name].target = alternatives(alts)

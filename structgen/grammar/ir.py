@@ -290,8 +290,10 @@ def expanded_size(node: Node, limit: int | None = None) -> int:
             copies = n.max if n.max is not None else max(n.min, 1)
             s = 1 + size(n.item) * max(copies, 1)
         elif isinstance(n, Ref):
-            memo[key] = 1  # a recursive use counts once: the rule's body is shared
-            s = 1 + size(n.target)
+            # A rule's body is shared by all its uses (the NFA enters it with each use's
+            # continuation, it does not copy it): count the body once, each use as 1.
+            memo[key] = 1
+            return 1 + size(n.target)
         else:
             raise TypeError(f"not an IR node: {n!r}")
         memo[key] = s

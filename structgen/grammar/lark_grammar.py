@@ -62,7 +62,9 @@ def _terminal_ir(term) -> ir.Node:
             return ir.lit(pattern.value)
         source = re.escape(pattern.value)
     else:
-        source = _REPLACEMENTS.get(term.name, pattern.value)
+        source = pattern.value
+        if term.name in _REPLACEMENTS and "(?<!" in source:  # lark's own, not a user's namesake
+            source = _REPLACEMENTS[term.name]
     try:
         return regex_ir(source, flavor="python", flags=flags)
     except RegexError as e:

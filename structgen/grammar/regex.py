@@ -298,7 +298,7 @@ class _Parser:
                 self.ignore_case = on
             elif flag == "s":
                 self.dotall = on
-            elif flag not in "u":  # re.UNICODE is the default for str patterns
+            elif flag not in "ux":  # re.UNICODE is the default; x is handled before parsing
                 raise self.error(f"inline flag {flag!r} is not supported (only i, s and u)", pos)
 
     def error(self, message: str, position: int | None = None) -> RegexError:
@@ -627,6 +627,11 @@ def parse_regex(pattern: str, flavor: str = "ecma", flags: str = "") -> RegexNod
     passed in `flags`)."""
     if not isinstance(pattern, str):
         raise RegexError(f"a regex must be a string, not {type(pattern).__name__}", "", None)
+    if flavor == "python":
+        lead = _re.match(r"\(\?([a-zA-Z]+)\)", pattern)
+        if "x" in flags or (lead and "x" in lead.group(1)):
+            pattern = _strip_verbose(pattern)
+            flags = flags.replace("x", "")
     return _Parser(pattern, flavor, flags).parse()
 
 
@@ -652,18 +657,58 @@ def _runs(cps: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _case_classes() -> dict[int, tuple[int, ...]]:
+    """Code point -> every code point that matches it case-insensitively. Characters are
+    equivalent when their upper-then-lower forms agree, which also pairs the Kelvin sign
+    with k and long s with s, as Python's `re.IGNORECASE` does."""
+    groups: dict[str, list[int]] = {}
+    for cp in range(0x20000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        ch = chr(cp)
+        up = ch.upper()
+        key = up.lower() if len(up) == 1 else ch.lower()
+        if len(key) == 1 and key != ch or ch.upper() != ch or ch.lower() != ch:
+            groups.setdefault(key, []).append(cp)
+    return {cp: tuple(members) for members in groups.values() if len(members) > 1 for cp in members}
+
+
 @lru_cache(maxsize=4096)
 def _case_closed(cs: C.CharSet) -> C.CharSet:
-    """The set with every character's other cases added (the `i` flag, simple case
-    folding as Python's `re` does it)."""
+    """The set with every character's other cases added (the `i` flag)."""
+    classes = _case_classes()
     extra: list[int] = []
     for lo, hi in cs:
         for cp in range(lo, min(hi, 0x1FFFF) + 1):
-            ch = chr(cp)
-            for other in (ch.lower(), ch.upper(), ch.casefold()):
-                if len(other) == 1 and other != ch:
-                    extra.append(ord(other))
+            extra.extend(classes.get(cp, ()))
     return C.union(cs, C.charset(_runs(sorted(set(extra))))) if extra else cs
+
+
+def _strip_verbose(pattern: str) -> str:
+    """Python's `x` flag: drop unescaped whitespace and `#` comments outside classes."""
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c.isspace():
+            i += 1
+            continue
+        elif c == "#":
+            end = pattern.find("\n", i)
+            i = len(pattern) if end < 0 else end + 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 # ---------------------------------------------------------------- lowering
