@@ -10,7 +10,9 @@ allowed, structgen's own shortest completion must be one lark accepts (no dead e
 from __future__ import annotations
 
 import collections
+import json
 import random
+from pathlib import Path
 
 import lark
 import numpy as np
@@ -238,3 +240,26 @@ def test_an_exhausted_shared_grammar_is_rebuilt_not_failed(smollm2_vocab):
     with pytest.raises(GrammarTooLargeError):
         m.reset()
         m.accept_bytes(b"[" * 60)
+
+
+MASKBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "maskbench-dev"
+
+
+@pytest.mark.skipif(not MASKBENCH.is_dir(), reason="../shared/data is not beside the checkout")
+def test_json_object_and_json_lark_accept_every_valid_maskbench_object(smollm2_vocab):
+    """json_object is any JSON object at any depth, and so is grammars/json.lark's value."""
+    any_object = structgen.compile_json_schema({"type": "object"}, smollm2_vocab)
+    compact = structgen.compile_json_schema({"type": "object"}, smollm2_vocab, whitespace="compact")
+    json_lark = structgen.compile_grammar((Path(__file__).resolve().parents[1] / "grammars" / "json.lark").read_text(), smollm2_vocab)
+    count = 0
+    for path in sorted(MASKBENCH.glob("*.json")):
+        for test in json.loads(path.read_text()).get("tests", []):
+            if not (test["valid"] and isinstance(test["data"], dict)):
+                continue
+            count += 1
+            text = json.dumps(test["data"])
+            assert any_object.accepts_bytes(text.encode()), (path.name, text[:200])
+            assert compact.accepts_bytes(json.dumps(test["data"], separators=(",", ":")).encode()), path.name
+            assert json_lark.accepts_bytes(json.dumps(test["data"], indent=2).encode()), path.name
+    assert count > 1500
+    assert not any_object.accepts_bytes(b'[1, 2]') and not any_object.accepts_bytes(b'{"a": }')
