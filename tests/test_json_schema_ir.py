@@ -655,7 +655,11 @@ def test_recursive_ref_refusals():
     # indent / flexible whitespace depends on the depth: one copy per level cannot close the loop
     e = raises(UnsupportedKeywordError, node, keyword="$ref", indent=2)
     assert "recursive" in str(e) and "compact" in str(e)
-    raises(UnsupportedKeywordError, node, keyword="$ref", whitespace="flexible")
+    e = raises(UnsupportedKeywordError, node, keyword="$ref", whitespace="flexible")
+    assert "max_whitespace" in str(e)
+    # flexible with a fixed bound per run is depth-free: recursion compiles
+    check(node, accepted=[T('{"next" : {\n  "next":{ } } }')], rejected=[T('{"next": {"next": 1}}')],
+          whitespace="flexible", max_whitespace=3)
     # a $ref cycle that never reaches a property or item defines nothing
     e = raises(SchemaError, {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})
     assert "cycle" in str(e)

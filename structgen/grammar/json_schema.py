@@ -31,8 +31,9 @@ Documented choices (where we accept a subset of the valid texts):
     levels (3 unless set; setting it bounds every style); deeper values are rejected.
   * Recursive `$ref` (a schema that contains itself through properties or items:
     trees, linked lists, comment threads) compiles to recursive rules in the "default"
-    and "compact" styles; "indent" and "flexible" refuse it (their whitespace would
-    need one copy of the schema per depth). A `$ref` cycle that never descends into a
+    and "compact" styles, and in "flexible" with a fixed `max_whitespace`; "indent" and
+    depth-bounded "flexible" refuse it (their whitespace would need one copy of the
+    schema per depth). A `$ref` cycle that never descends into a
     property or item defines no value and is refused.
   * `const`/`enum` objects are written with their keys in the order given in the schema.
   * Numbers: `type: integer` accepts integer spellings only (not "1.0"); numbers with
@@ -293,7 +294,8 @@ class _Style:
         self.mode = options.style
         self.indent = options.indent
         self.max_ws = options.max_whitespace
-        self.depth_dependent = self.mode in ("indent", "flexible")
+        # flexible whitespace grows its bound with the depth unless max_whitespace fixes it
+        self.depth_dependent = self.mode == "indent" or (self.mode == "flexible" and self.max_ws is None)
         self._ws_cache: dict[int, ir.Node] = {}
 
     def ws(self, level: int) -> ir.Node:
@@ -1304,8 +1306,9 @@ class _Compiler:
             raise UnsupportedKeywordError(
                 "$ref",
                 ptr,
-                "schema nesting too deep: a recursive schema needs whitespace 'default' or "
-                "'compact' (indent and flexible whitespace depend on the depth)"
+                "schema nesting too deep: a recursive schema needs whitespace 'default', "
+                "'compact', or 'flexible' with max_whitespace set (indentation, and flexible "
+                "whitespace bounded per level, depend on the depth)"
                 if self.style.depth_dependent
                 else "schema nesting too deep",
             )
