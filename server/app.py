@@ -25,7 +25,15 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from server.metrics import Metrics
 from server.protocol import ChatCompletionRequest, CompletionRequest
-from server.structured import OutputSpec, UnsupportedRequestError, compile_spec, output_spec, tool_calls_from
+from server.structured import (
+    TOOL_TAGS,
+    OutputSpec,
+    UnsupportedRequestError,
+    compile_spec,
+    output_spec,
+    tool_calls_from,
+    tools_prompt,
+)
 from structgen.chat import render_chat
 from structgen.engine.async_engine import AsyncEngine, EngineDeadError, EngineOverloadedError
 from structgen.engine.engine import PromptTooLongError
@@ -212,6 +220,7 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
         tasks = [asyncio.create_task(pump(i, s)) for i, s in enumerate(streams)]
         finals: dict[int, Any] = {}
         try:
+            held = [_HeldText() for _ in streams]
             if chat:
                 for i in range(len(streams)):
                     yield chunk(i, {"role": "assistant", "content": ""})
@@ -225,7 +234,10 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
                     err = {"error": {"message": str(item), "type": "server_error", "param": None, "code": None}}
                     yield f"data: {json.dumps(err)}\n\n"
                     continue
-                if spec.tool_names is None and spec.single_tool is None and item.new_text:
+                if spec.auto_tools:
+                    if text := held[index].feed(item.new_text, item.finished):
+                        yield chunk(index, {"content": text})
+                elif spec.tool_names is None and spec.single_tool is None and item.new_text:
                     yield chunk(index, {"content": item.new_text} if chat else item.new_text)
                 if item.finished:
                     finals[index] = item
@@ -308,11 +320,40 @@ def _chat_prompt_ids(tok, body: ChatCompletionRequest) -> list[int]:
         role = "system" if m.role == "developer" else m.role
         messages.append({"role": role, "content": content or ""})
     tools = [t.model_dump() for t in body.tools] if body.tools else None
-    try:
-        text = tok.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
-    except Exception:  # a template that refuses these roles or tools: plain ChatML
-        text = render_chat(tok, messages[-1]["content"], None) if len(messages) == 1 else _chatml(messages)
+    text = _render(tok, messages, tools)
+    if tools and body.tool_choice != "none" and not all(t.function.name in text for t in body.tools):
+        # the template ignores tools (SmolLM2's does): describe them in a system message
+        described = tools_prompt(body.tools, body.tool_choice)
+        if messages and messages[0]["role"] == "system":
+            messages[0] = {"role": "system", "content": messages[0]["content"] + "\n\n" + described}
+        else:
+            messages.insert(0, {"role": "system", "content": described})
+        text = _render(tok, messages, tools)
     return tok.encode(text, add_special_tokens=False)
+
+
+def _render(tok, messages: list[dict], tools) -> str:
+    try:
+        return tok.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+    except Exception:  # a template that refuses these roles or tools: plain ChatML
+        return render_chat(tok, messages[-1]["content"], None) if len(messages) == 1 else _chatml(messages)
+
+
+class _HeldText:
+    """Streaming under tool_choice "auto": text is held while it could still be the start
+    of a tool-call tag; a reply that is a call is sent as tool_calls at the end instead."""
+
+    def __init__(self):
+        self.text = ""
+        self.sent = 0
+
+    def feed(self, new_text: str, finished: bool) -> str:
+        self.text += new_text
+        tag = TOOL_TAGS[0]
+        if self.text.startswith(tag) or (tag.startswith(self.text) and not finished):
+            return ""  # a call, or maybe one: wait
+        out, self.sent = self.text[self.sent :], len(self.text)
+        return out
 
 
 def _chatml(messages: list[dict]) -> str:
@@ -358,7 +399,8 @@ def _sampling_params(body, prompt_len: int, token_limit: int, index: int, chat: 
 
 def _finish_reason(out, spec: OutputSpec) -> str:
     if out.finish_reason == "stop" and (spec.tool_names is not None or spec.single_tool is not None):
-        return "tool_calls"
+        if not spec.auto_tools or out.text.startswith(TOOL_TAGS[0]):
+            return "tool_calls"
     if out.finish_reason == "error":
         return "error"
     return "length" if out.finish_reason == "length" else "stop"

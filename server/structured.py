@@ -39,6 +39,7 @@ class OutputSpec:
     source: Any = None
     tool_names: list[str] | None = None  # set when the output is a tool call
     single_tool: str | None = None  # a named tool_choice: the output is its arguments
+    auto_tools: bool = False  # tool_choice "auto": free text, or one call between TOOL_TAGS
     param: str = "response_format"  # which request field the grammar came from
 
 
@@ -76,13 +77,20 @@ def output_spec(request: ChatCompletionRequest | CompletionRequest) -> OutputSpe
     return specs[0] if specs else OutputSpec()
 
 
+TOOL_TAGS = ("<tool_call>", "</tool_call>")
+
+
 def _tool_spec(request: ChatCompletionRequest) -> OutputSpec | None:
     """A forced tool call (tool_choice "required" or a named function) is constrained to
-    the function's parameters; "auto" and "none" leave the output free."""
+    the function's parameters; "auto" (the default when tools are given) allows free text
+    or one call between TOOL_TAGS, constrained once the tag starts; "none" is free text."""
     choice = request.tool_choice
     tools = request.tools or []
-    if choice is None or choice in ("none", "auto"):
+    if choice == "none" or (choice in (None, "auto") and not tools):
         return None
+    if choice in (None, "auto"):
+        spec = _call_spec(tools)
+        return OutputSpec("tool_calls", spec.source, tool_names=spec.tool_names, auto_tools=True, param="tools")
     if not tools:
         raise UnsupportedRequestError("tool_choice", "tool_choice needs tools")
     if not isinstance(choice, str):
@@ -92,6 +100,11 @@ def _tool_spec(request: ChatCompletionRequest) -> OutputSpec | None:
             raise UnsupportedRequestError("tool_choice", f"no tool named {name!r} in tools")
         params = match[0].function.parameters or ANY_OBJECT
         return OutputSpec("json_schema", params, single_tool=name, param="tools")
+    return _call_spec(tools)
+
+
+def _call_spec(tools: list) -> OutputSpec:
+    """One call of any of the tools: {"name": ..., "arguments": {...}}."""
     variants = [{
         "type": "object",
         "properties": {"name": {"const": t.function.name},
@@ -121,6 +134,8 @@ def _compile(spec: OutputSpec, vocab: Any) -> Any:
     if spec.kind == "grammar":
         text, syntax = spec.source
         return structgen.compile_grammar(text, vocab, syntax=syntax)
+    if spec.kind == "tool_calls":
+        return structgen.compile_tool_calls(spec.source, vocab, open_tag=TOOL_TAGS[0], close_tag=TOOL_TAGS[1])
     return structgen.compile_choice(spec.source, vocab)
 
 
@@ -134,6 +149,10 @@ def tool_calls_from(spec: OutputSpec, text: str, call_id: str) -> list[dict] | N
     """The tool calls a constrained output encodes (None when it is not a tool call)."""
     if spec.single_tool is not None:
         return [_call(call_id, spec.single_tool, text)]
+    if spec.auto_tools:
+        if not text.startswith(TOOL_TAGS[0]):
+            return None  # the model answered in text
+        text = text[len(TOOL_TAGS[0]) : len(text) - len(TOOL_TAGS[1])]
     if spec.tool_names is not None:
         data = json.loads(text)
         return [_call(call_id, data["name"], json.dumps(data["arguments"], ensure_ascii=False))]
@@ -142,3 +161,18 @@ def tool_calls_from(spec: OutputSpec, text: str, call_id: str) -> list[dict] | N
 
 def _call(call_id: str, name: str, arguments: str) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def tools_prompt(tools: list, choice: Any) -> str:
+    """A system message describing the tools, for chat templates that do not render them."""
+    lines = ["You can call these tools (JSON Schema of each tool's arguments):"]
+    for t in tools:
+        f = t.function
+        lines.append(json.dumps({"name": f.name, "description": f.description or "",
+                                 "parameters": f.parameters or ANY_OBJECT}, ensure_ascii=False))
+    if choice is None or choice == "auto":
+        lines.append(f'To call one, reply with only {TOOL_TAGS[0]}{{"name": ..., "arguments": {{...}}}}'
+                     f"{TOOL_TAGS[1]}; otherwise answer normally.")
+    else:
+        lines.append('Reply with the call: {"name": ..., "arguments": {...}}.')
+    return "\n".join(lines)

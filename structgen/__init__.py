@@ -22,6 +22,7 @@ _LAZY = {
     "compile_regex": "structgen.compiler",
     "compile_choice": "structgen.compiler",
     "compile_grammar": "structgen.compiler",
+    "compile_tool_calls": "structgen.compiler",
     "clear_cache": "structgen.compiler",
     "cache_info": "structgen.compiler",
     "CompiledGrammar": "structgen.matcher",

@@ -1,7 +1,7 @@
 """The public compile functions and the compiled-grammar cache.
 
 Owns: `compile_json_schema`, `compile_regex`, `compile_choice`, `compile_grammar` (lark or
-GBNF text; front-end -> IR -> NFA ->
+GBNF text), `compile_tool_calls` (free text or one tagged call; front-end -> IR -> NFA ->
 lazy DFA -> `CompiledGrammar`), their budgets, and an LRU cache keyed by
 (kind, canonical text, options, vocabulary fingerprint). Must not import the engine.
 """
@@ -209,3 +209,46 @@ def compile_grammar(
         return grammar_to_ir(parse_gbnf(text, start))
 
     return _cached(key, lambda: _build(syntax, text, make_ir, vocab, max_states, max_dfa_states, timeout_s))
+
+
+def compile_tool_calls(
+    call_schema: dict,
+    vocab,
+    *,
+    open_tag: str = "<tool_call>",
+    close_tag: str = "</tool_call>",
+    allow_text: bool = True,
+    max_states: int = DEFAULT_MAX_STATES,
+    max_dfa_states: int = DEFAULT_MAX_DFA_STATES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> CompiledGrammar:
+    """A reply that is either free text or one tool call `open_tag JSON close_tag` whose
+    JSON validates against `call_schema` (OpenAI's tool_choice "auto"). Free text may not
+    begin with `open_tag`, so once the model starts the tag, the call must be valid."""
+    from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
+
+    if not open_tag or not close_tag:
+        raise StructgenError("open_tag and close_tag must be non-empty")
+    source = json.dumps([canonical_key(call_schema, JsonOptions()), open_tag, close_tag, allow_text])
+    key = ("tool_calls", source, max_states, max_dfa_states, vocab.fingerprint)
+
+    def make_ir(deadline: float) -> ir.Node:
+        call = ir.seq(ir.lit(open_tag), schema_to_ir(call_schema, deadline=deadline), ir.lit(close_tag))
+        return ir.alt(_text_not_starting_with(open_tag), call) if allow_text else call
+
+    return _cached(key, lambda: _build("tool_calls", source, make_ir, vocab, max_states, max_dfa_states, timeout_s))
+
+
+def _text_not_starting_with(prefix: str) -> ir.Node:
+    """Any UTF-8 text except the ones that begin with `prefix`."""
+    from structgen.grammar import charset as C
+
+    anything = ir.rep(C.utf8_ir(C.ANY_CHAR), 0, None)
+    branches = [ir.EMPTY]
+    for i, ch in enumerate(prefix):
+        other = C.complement(C.charset([(ord(ch), ord(ch))]))
+        head = ir.lit(prefix[:i])
+        branches.append(ir.seq(head, C.utf8_ir(other), anything))
+        if i:
+            branches.append(head)  # a proper prefix of the tag, then the end
+    return ir.alt(*branches)

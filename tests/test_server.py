@@ -203,6 +203,47 @@ def test_named_tool_call_arguments_validate(client, model):
     assert resp.choices[0].message.tool_calls[0].function.name in ("get_weather", "get_time")
 
 
+def test_tool_choice_auto_answers_in_text_or_with_a_valid_call(client, model):
+    weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
+               "required": ["city"], "additionalProperties": False}
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city",
+                                               "parameters": weather}}]
+    shown = [{"role": "user", "content": "Weather in Paris?"},
+             {"role": "assistant", "content": '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'},
+             {"role": "user", "content": "It is sunny there. And the weather in Rome?"}]
+    kinds = set()
+    for seed, messages in enumerate([[{"role": "user", "content": "Say hello."}], shown,
+                                     [{"role": "user", "content": "What is 2 + 2?"}]]):
+        resp = client.chat.completions.create(model=model, messages=messages, tools=tools, temperature=0.7,
+                                              seed=seed, max_tokens=60)  # tool_choice defaults to "auto"
+        choice = resp.choices[0]
+        if choice.finish_reason == "tool_calls":
+            call = choice.message.tool_calls[0]
+            assert call.function.name == "get_weather" and choice.message.content is None
+            jsonschema.validate(json.loads(call.function.arguments), weather)
+            kinds.add("call")
+        else:
+            assert not (choice.message.content or "").startswith("<tool_call>")
+            kinds.add("text")
+        # streaming gives the same reply: content deltas for text, one tool_calls delta for a call
+        stream = client.chat.completions.create(model=model, messages=messages, tools=tools, temperature=0.7,
+                                                seed=seed, max_tokens=60, stream=True)
+        content, calls, finish = "", [], None
+        for chunk in stream:
+            delta = chunk.choices[0].delta
+            content += delta.content or ""
+            calls += delta.tool_calls or []
+            finish = chunk.choices[0].finish_reason or finish
+        assert finish == choice.finish_reason
+        if finish == "tool_calls":
+            assert not content and calls[0].function.arguments == choice.message.tool_calls[0].function.arguments
+        else:
+            assert content == (choice.message.content or "") and not calls
+    # With these seeds the model answers the plain questions in text and imitates the
+    # call shown in the conversation, so both paths above are exercised.
+    assert kinds == {"text", "call"}
+
+
 def test_n_and_seed_and_logprobs(client, model):
     kwargs = dict(model=model, messages=[{"role": "user", "content": "Name a color."}], max_tokens=8,
                   temperature=1.0, seed=7, n=2, logprobs=True, top_logprobs=3)
