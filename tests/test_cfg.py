@@ -263,3 +263,19 @@ def test_json_object_and_json_lark_accept_every_valid_maskbench_object(smollm2_v
             assert json_lark.accepts_bytes(json.dumps(test["data"], indent=2).encode()), path.name
     assert count > 1500
     assert not any_object.accepts_bytes(b'[1, 2]') and not any_object.accepts_bytes(b'{"a": }')
+
+
+def test_tool_calls_grammar_is_text_or_one_valid_call(smollm2_vocab):
+    call = {"type": "object", "properties": {"name": {"const": "get_weather"},
+                                             "arguments": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"], "additionalProperties": False}},
+            "required": ["name", "arguments"], "additionalProperties": False}
+    g = structgen.compile_tool_calls(call, smollm2_vocab)
+    good = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    for text in ["Hello!", "", "<b>bold</b>", "<tool", "x <tool_call>", good]:
+        assert g.accepts_bytes(text.encode()), text
+    for text in ['<tool_call>{"name": "other", "arguments": {}}</tool_call>', "<tool_call>hi", good + " more",
+                 '<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>']:
+        assert not g.accepts_bytes(text.encode()), text
+    m = g.matcher()
+    assert m.accept_bytes(b"<tool_call>") and m.forced_bytes() == b'{"name": "get_weather", "arguments": {"city": "'
