@@ -283,7 +283,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     print(f"first mask:     {allowed} of {vocab.vocab_size} tokens allowed ({mask_s * 1e3:.2f} ms)")
     print(f"forced prefix:  {_show_bytes(forced)}")
     for sample in samples:
-        verdict = "accepted" if sample["accepted"] else f"REJECTED: {sample['reason']}"
+        verdict = (f"accepted, {sample['forced_share']:.0%} of its bytes forced" if sample["accepted"]
+                   else f"REJECTED: {sample['reason']}")
         print(f"sample {sample['text']!r}: {verdict}")
     return status
 
@@ -323,7 +324,17 @@ def _check_sample(grammar: Any, text: str) -> dict:
         done += piece
     if not matcher.is_accepting():
         return {"text": text, "accepted": False, "reason": "the text ends before the grammar is complete"}
-    return {"text": text, "accepted": True}
+    return {"text": text, "accepted": True, "forced_share": _forced_share(grammar, text.encode())}
+
+
+def _forced_share(grammar: Any, data: bytes) -> float:
+    """The share of the text's bytes the grammar forces (what jump-forward need not decode)."""
+    matcher = grammar.matcher()
+    forced = 0
+    for i in range(len(data)):
+        forced += bool(matcher.forced_bytes())
+        matcher.accept_bytes(data[i : i + 1])
+    return forced / len(data) if data else 0.0
 
 
 def _show_bytes(data: bytes) -> str:

@@ -287,7 +287,11 @@ def test_logits_processor_masks_disallowed_and_padded_ids(smollm2_vocab):
 def test_compile_grammar_file_with_samples():
     root = Path(__file__).resolve().parent.parent
     report = compile_report(str(root / "grammars" / "json.lark"), "--sample", '{"a": [1, {"b": null}]}')
-    assert report["kind"] == "lark" and report["samples"] == [{"text": '{"a": [1, {"b": null}]}', "accepted": True}]
+    sample = report["samples"][0]
+    assert report["kind"] == "lark" and sample["accepted"] and 0 < sample["forced_share"] < 0.5
+    schema = '{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false}'
+    forced = compile_report(schema, "--sample", '{"name": "Al"}')["samples"][0]["forced_share"]
+    assert forced == len('{"name": "' + "}") / len('{"name": "Al"}')  # the name and its closing quote are chosen
     proc = run_cli("compile", "--json", str(root / "grammars" / "json.lark"), "--sample", '{"a": [1,}')
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     sample = json.loads(proc.stdout)["samples"][0]
