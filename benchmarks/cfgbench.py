@@ -62,6 +62,7 @@ from benchmarks.maskbench import (
     cpu_info,
     fmt,
     load_tokenizer,
+    start_worker,
     stats,
     structgen_source_hash,
 )
@@ -149,30 +150,7 @@ CFG_ENGINES = {"structgen": SGCfg, "llguidance": LLGCfg, "xgrammar": XGRCfg}
 
 
 def _cfg_worker_main(conn, engine, state, tok_dir, mem_limit_gb, log_path):
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-    except OSError:
-        pass
-    if mem_limit_gb > 0:
-        import resource
-
-        lim = int(mem_limit_gb * (1 << 30))
-        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    ad = init_error = None
-    try:
-        if state is not None:
-            ad = CFG_ENGINES[engine].from_state(state)
-        else:
-            from transformers import AutoTokenizer
-
-            ad = CFG_ENGINES[engine](AutoTokenizer.from_pretrained(tok_dir))
-    except Exception as e:  # noqa: BLE001 - record any failure and go on
-        init_error = ("init_error", f"{type(e).__name__}: {e}"[:2000], traceback.format_exc()[-4000:])
-    conn.send(init_error or ("up",))
+    ad = start_worker(conn, CFG_ENGINES, engine, state, tok_dir, mem_limit_gb, log_path)
     pc = time.perf_counter_ns
     while True:
         msg = conn.recv()
@@ -1040,6 +1018,25 @@ def build_sentences(stem, lark_text, json_texts, limit, seed=0):
     return [(t, ok, src[t]) for t, ok in labelled], notes
 
 
+def _grammar_record(h, r, tests, texts) -> dict:
+    """The result record of one engine on one grammar: status, TTFM, TBM and verdicts."""
+    rec = {"status": r["status"], "task_s": round(r["task_s"], 2)}
+    for k in ("error", "truncated"):
+        if k in r:
+            rec[k] = r[k]
+    if "ttfm_us" in r:
+        rec["ttfm_us"] = {"runs": [round(x, 1) for x in r["ttfm_us"]], "median": float(np.median(r["ttfm_us"])),
+                          "compile_median": float(np.median(r["compile_us"]))}
+    if "outcomes" in r:
+        w = summarize_walk(h.tok, tests, r, texts)
+        rec.update(tbm_us=tstats(r["samples_us"]), mask_us=tstats(r["fill_us"]),
+                   valid_ok=w["valid_ok"], valid=w["valid"], invalid_ok=w["invalid_ok"], invalid=w["invalid"],
+                   exceptions=w["exceptions"], mask_mismatches=r["n_mismatch"],
+                   mismatch_examples=r["mismatches"], verdicts=[o["accepted"] for o in r["outcomes"]],
+                   validation_errors=w["validation_errors"], invalidation_errors=w["invalidation_errors"])
+    return rec
+
+
 def section_grammars(h: Harness, json_texts, limit, repeats, no_progress):
     files = sorted(glob.glob(str(REPO / "grammars" / "*.lark")))
     grammars = []
@@ -1076,40 +1073,12 @@ def section_grammars(h: Harness, json_texts, limit, repeats, no_progress):
             texts = [t for t, _, _ in g["sentences"]]
             tests = [(ok, h.encode(t)) for t, ok, _ in g["sentences"]]
             r = h.run(engine, {"kind": syntax, "text": text}, tests, repeats)
-            rec = {"status": r["status"], "task_s": round(r["task_s"], 2)}
-            for k in ("error", "truncated"):
-                if k in r:
-                    rec[k] = r[k]
-            if "ttfm_us" in r:
-                rec["ttfm_us"] = {"runs": [round(x, 1) for x in r["ttfm_us"]], "median": float(np.median(r["ttfm_us"])),
-                                  "compile_median": float(np.median(r["compile_us"]))}
-            if "outcomes" in r:
-                w = summarize_walk(h.tok, tests, r, texts)
-                rec.update(tbm_us=tstats(r["samples_us"]), mask_us=tstats(r["fill_us"]),
-                           valid_ok=w["valid_ok"], valid=w["valid"], invalid_ok=w["invalid_ok"], invalid=w["invalid"],
-                           exceptions=w["exceptions"], mask_mismatches=r["n_mismatch"],
-                           mismatch_examples=r["mismatches"], verdicts=[o["accepted"] for o in r["outcomes"]],
-                           validation_errors=w["validation_errors"], invalidation_errors=w["invalidation_errors"])
+            rec = _grammar_record(h, r, tests, texts)
             results[g["name"]]["engines"][label] = rec
             if engine == "structgen" and "GrammarTooLargeError" in r.get("error", ""):
                 # the default budget refused it: measure it anyway with a raised max_states
                 r = h.run(engine, {"kind": syntax, "text": text, "max_states": 10 ** 12}, tests, repeats)
-                rec2 = {"status": r["status"], "task_s": round(r["task_s"], 2), "max_states": 10 ** 12}
-                for k in ("error", "truncated"):
-                    if k in r:
-                        rec2[k] = r[k]
-                if "ttfm_us" in r:
-                    rec2["ttfm_us"] = {"runs": [round(x, 1) for x in r["ttfm_us"]],
-                                       "median": float(np.median(r["ttfm_us"])),
-                                       "compile_median": float(np.median(r["compile_us"]))}
-                if "outcomes" in r:
-                    w = summarize_walk(h.tok, tests, r, texts)
-                    rec2.update(tbm_us=tstats(r["samples_us"]), mask_us=tstats(r["fill_us"]),
-                                valid_ok=w["valid_ok"], valid=w["valid"], invalid_ok=w["invalid_ok"],
-                                invalid=w["invalid"], exceptions=w["exceptions"], mask_mismatches=r["n_mismatch"],
-                                mismatch_examples=r["mismatches"], verdicts=[o["accepted"] for o in r["outcomes"]],
-                                validation_errors=w["validation_errors"],
-                                invalidation_errors=w["invalidation_errors"])
+                rec2 = {**_grammar_record(h, r, tests, texts), "max_states": 10 ** 12}
                 results[g["name"]]["engines"][label.replace(")", ", max_states=1e12)")] = rec2
         if bar is not None:
             bar.update(1)

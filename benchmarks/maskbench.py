@@ -221,9 +221,10 @@ def load_tokenizer():
 # worker process
 
 
-def _worker_main(conn, engine: str, state, tok_dir: str, mem_limit_gb: float, log_path: str):
-    """A worker process serves one engine: it sets the engine up once (tokenizer conversion,
-    untimed), then runs one schema per message until it gets None (or is killed)."""
+def start_worker(conn, engines: dict, engine: str, state, tok_dir: str, mem_limit_gb: float, log_path: str):
+    """The common start of a worker process: output to the log file, memory limit, the
+    engine's adapter built once (untimed); reports "up" or the init error to the parent.
+    Returns the adapter (None when it could not be built)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
     # worker output (engine warnings) goes to a log file, not the progress bar
     try:
@@ -241,14 +242,21 @@ def _worker_main(conn, engine: str, state, tok_dir: str, mem_limit_gb: float, lo
     ad = init_error = None
     try:
         if state is not None:
-            ad = ENGINES[engine].from_state(state)
+            ad = engines[engine].from_state(state)
         else:
             from transformers import AutoTokenizer
 
-            ad = ENGINES[engine](AutoTokenizer.from_pretrained(tok_dir))
+            ad = engines[engine](AutoTokenizer.from_pretrained(tok_dir))
     except Exception as e:
         init_error = ("init_error", f"{type(e).__name__}: {e}"[:2000], traceback.format_exc()[-4000:])
     conn.send(init_error or ("up",))
+    return ad
+
+
+def _worker_main(conn, engine: str, state, tok_dir: str, mem_limit_gb: float, log_path: str):
+    """A worker process serves one engine: it sets the engine up once (tokenizer conversion,
+    untimed), then runs one schema per message until it gets None (or is killed)."""
+    ad = start_worker(conn, ENGINES, engine, state, tok_dir, mem_limit_gb, log_path)
     pc = time.perf_counter_ns
     while True:
         msg = conn.recv()

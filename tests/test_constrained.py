@@ -36,6 +36,16 @@ def chat_ids(engine, text, schema=None):
     return engine.tokenizer.encode(render_chat(engine.tokenizer, text, system), add_special_tokens=False)
 
 
+def run_to_completion(engine) -> dict:
+    """Step until every request finished: request id -> its final output."""
+    finished = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                finished[out.request_id] = out
+    return finished
+
+
 def replay(grammar, token_ids, eos_ids):
     """A fresh matcher accepts the whole output, token by token (EOS included)."""
     matcher = grammar.matcher()
@@ -170,11 +180,7 @@ def test_compiling_grammar_waits_beside_the_batch_and_failures_are_reported(engi
     assert engine.requests[waiting_id].matcher is None  # still waiting; the batch ran
     failing.set_exception(structgen.SchemaError("bad schema", "/properties/x"))
     pending.set_result(structgen.compile_json_schema(PROFILE, engine.vocab))
-    finished = {}
-    while engine.has_unfinished_requests():
-        for out in engine.step():
-            if out.finished:
-                finished[out.request_id] = out
+    finished = run_to_completion(engine)
     assert finished[failing_id].finish_reason == "error" and "/properties/x" in finished[failing_id].error
     jsonschema.validate(json.loads(finished[waiting_id].text), PROFILE)
     assert finished[other].finish_reason in ("stop", "length")
@@ -209,11 +215,7 @@ def test_maskbench_schemas_sampled_at_temperature_one_validate(engine, jump):
     params = [SamplingParams(max_tokens=200, temperature=1.0, seed=i) for i in range(len(prompts))]
     ids = [engine.add_request(p, sp, grammar=g, jump_forward=jump)
            for p, sp, (g, _) in zip(prompts, params, grammars)]
-    finished = {}
-    while engine.has_unfinished_requests():
-        for out in engine.step():
-            if out.finished:
-                finished[out.request_id] = out
+    finished = run_to_completion(engine)
     stopped = 0
     for rid, (grammar, schema), name in zip(ids, grammars, names):
         out = finished[rid]
@@ -280,11 +282,7 @@ def test_recursive_schemas_json_object_and_lark_sampled_at_temperature_one(engin
     prompts = [chat_ids(engine, "Produce an example.", s if kind == "schema" else {}) for _, s, kind in cases]
     params = [SamplingParams(max_tokens=160, temperature=1.0, min_p=0.1, seed=10 + i) for i in range(len(prompts))]
     ids = [engine.add_request(p, sp, grammar=g, jump_forward=jump) for p, sp, (g, _, _) in zip(prompts, params, cases)]
-    finished = {}
-    while engine.has_unfinished_requests():
-        for out in engine.step():
-            if out.finished:
-                finished[out.request_id] = out
+    finished = run_to_completion(engine)
     stopped = 0
     for rid, (grammar, source, kind) in zip(ids, cases):
         out = finished[rid]

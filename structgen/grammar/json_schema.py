@@ -2227,6 +2227,8 @@ class _Compiler:
         return self.o.max_any_depth
 
     def any_value(self, depth: int, levels: int | None) -> ir.Node:
+        """Any JSON value: `levels` more levels of nesting, or None for a recursive rule
+        (one rule serves every depth; only for depth-free styles)."""
         key = (depth if self.style.depth_dependent else 0, levels)
         got = self.any_cache.get(key)
         if got is not None:
@@ -2234,29 +2236,19 @@ class _Compiler:
         st = self.style
         string = self.any_string()
         parts = [ir.lit("null"), ir.lit("true"), ir.lit("false"), _numbers().number_ir(None, None, None, None), string]
-        if levels is None:  # recursive: one rule for every depth (the style is depth-free)
-            node = self.any_cache[key] = ir.Ref("any JSON value")
-            entry = ir.seq(string, st.colon(depth), node)
-            parts += [
-                st.empty(depth, "[", "]"),
-                self.nonempty_list(depth, node, "[", "]"),
-                st.empty(depth, "{", "}"),
-                self.nonempty_list(depth, entry, "{", "}"),
-            ]
-            node.target = ir.alt(*parts)
-            return node
-        if levels <= 0:
-            parts += [st.empty(depth, "[", "]"), st.empty(depth, "{", "}")]
-        else:
+        parts += [st.empty(depth, "[", "]"), st.empty(depth, "{", "}")]
+        ref = None
+        if levels is None:
+            inner = ref = self.any_cache[key] = ir.Ref("any JSON value")
+        elif levels > 0:
             inner = self.any_value(depth + 1, levels - 1)
+        if levels is None or levels > 0:
             entry = ir.seq(string, st.colon(depth), inner)
-            parts += [
-                st.empty(depth, "[", "]"),
-                self.nonempty_list(depth, inner, "[", "]"),
-                st.empty(depth, "{", "}"),
-                self.nonempty_list(depth, entry, "{", "}"),
-            ]
+            parts += [self.nonempty_list(depth, inner, "[", "]"), self.nonempty_list(depth, entry, "{", "}")]
         node = ir.alt(*parts)
+        if ref is not None:
+            ref.target = node
+            node = ref
         self.any_cache[key] = node
         return node
 
