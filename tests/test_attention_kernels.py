@@ -32,6 +32,8 @@ from structgen.engine.kernels.attention_torch import AttentionMetadata
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 HAS_TRITON = importlib.util.find_spec("triton") is not None
+# The Triton tests run compiled on a GPU, and interpreted on CPU where there is none.
+KERNEL_DEVICE = "cuda" if torch.cuda.is_available() and not INTERPRETED else "cpu"
 
 # ---------------------------------------------------------------------------------
 # Batches and the naive reference
@@ -64,6 +66,7 @@ def make_batch(
     dtype: torch.dtype = torch.float32,
     garbage: float = 1e4,  # value left in unowned cache slots (nan allowed)
     seed: int = 0,
+    device: str = "cpu",
 ) -> Batch:
     gen = torch.Generator().manual_seed(seed)
     shapes = [(length, 1) for length in decode_lens] + [(p + q, q) for p, q in prefills]
@@ -107,8 +110,11 @@ def make_batch(
         seq_lens_cpu=seq_lens,
     )
     query = torch.randn(sum(query_lens), heads, head_dim, generator=gen).to(dtype)
-    return Batch(query, torch.cat(new_keys), torch.cat(new_values), k_cache, v_cache, meta,
-                 context_keys, context_values)
+    if device != "cpu":
+        for name in ("query_start_loc", "seq_lens", "block_tables", "slot_mapping"):
+            setattr(meta, name, getattr(meta, name).to(device))
+    return Batch(query.to(device), torch.cat(new_keys).to(device), torch.cat(new_values).to(device),
+                 k_cache.to(device), v_cache.to(device), meta, context_keys, context_values)
 
 
 def naive_attention(batch: Batch) -> torch.Tensor:
@@ -117,7 +123,7 @@ def naive_attention(batch: Batch) -> torch.Tensor:
     outputs = []
     starts = batch.meta.query_start_loc.tolist()
     for b, (keys, values) in enumerate(zip(batch.context_keys, batch.context_values)):
-        query = batch.query[starts[b]:starts[b + 1]].double()
+        query = batch.query[starts[b]:starts[b + 1]].double().cpu()
         seq_len, kv_heads = keys.shape[0], keys.shape[1]
         kv_head_of = torch.arange(heads) // (heads // kv_heads)
         keys = keys.double()[:, kv_head_of]  # [seq_len, heads, head_dim]
@@ -140,7 +146,7 @@ def run_attention(backend, batch: Batch) -> torch.Tensor:
 
 
 def max_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    return (actual.double() - expected.double()).abs().max().item()
+    return (actual.double().cpu() - expected.double().cpu()).abs().max().item()
 
 
 SMOLLM2 = {"heads": 9, "kv_heads": 3, "head_dim": 64}
@@ -278,13 +284,14 @@ HALF_TOLERANCE = {torch.float16: 5e-3, torch.bfloat16: 3e-2}
 
 
 class TestTritonInterpreted:
-    # Collected only in the TRITON_INTERPRET=1 process that test_triton_kernels_interpreted starts.
-    __test__ = INTERPRETED
+    # Collected in the TRITON_INTERPRET=1 process that test_triton_kernels_interpreted starts,
+    # and on a machine with a GPU, where the kernels run compiled.
+    __test__ = INTERPRETED or KERNEL_DEVICE == "cuda"
 
     @pytest.mark.parametrize("case", TRITON_CASES)
     def test_matches_oracle_fp32(self, case):
         spec = TRITON_CASES[case]
-        batch = make_batch(**spec)
+        batch = make_batch(**spec, device=KERNEL_DEVICE)
         # The oracle reads padded cache slots, so it gets a garbage-free copy of the batch.
         oracle = run_attention(attention_torch, make_batch(**{**spec, "garbage": 0.0}))
         out = run_attention(attention_triton, batch)
@@ -294,23 +301,23 @@ class TestTritonInterpreted:
 
     @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
     def test_half_precision(self, dtype):
-        batch = make_batch(**SMOLLM2, block_size=16, **MIXED, dtype=dtype)
+        batch = make_batch(**SMOLLM2, block_size=16, **MIXED, dtype=dtype, device=KERNEL_DEVICE)
         out = run_attention(attention_triton, batch)
         assert out.dtype == dtype
         assert max_error(out, naive_attention(batch)) < HALF_TOLERANCE[dtype]
 
     def test_write_kv_cache_matches_oracle(self):
         expected = make_batch(**SMOLLM2, block_size=16, **MIXED, dtype=torch.float16)
-        actual = make_batch(**SMOLLM2, block_size=16, **MIXED, dtype=torch.float16)
+        actual = make_batch(**SMOLLM2, block_size=16, **MIXED, dtype=torch.float16, device=KERNEL_DEVICE)
         for backend, batch in ((attention_torch, expected), (attention_triton, actual)):
             # fp32 inputs into an fp16 cache: both must cast the same way.
             backend.write_kv_cache(batch.new_keys.float(), batch.new_values.float(),
                                    batch.k_cache, batch.v_cache, batch.meta.slot_mapping)
-        assert torch.equal(actual.k_cache, expected.k_cache)
-        assert torch.equal(actual.v_cache, expected.v_cache)
+        assert torch.equal(actual.k_cache.cpu(), expected.k_cache)
+        assert torch.equal(actual.v_cache.cpu(), expected.v_cache)
 
     def test_write_kv_cache_skips_padding_slots(self):
-        batch = make_batch(**SMOLLM2, block_size=16, decode_lens=[5, 9], prefills=[])
+        batch = make_batch(**SMOLLM2, block_size=16, decode_lens=[5, 9], prefills=[], device=KERNEL_DEVICE)
         slots = batch.meta.slot_mapping.clone()
         slots[0] = -1
         k_before, v_before = batch.k_cache.clone(), batch.v_cache.clone()
@@ -322,7 +329,7 @@ class TestTritonInterpreted:
 
     def test_strided_inputs(self):
         """Q, K, V as views of one fused projection, as a model produces them."""
-        batch = make_batch(**SMOLLM2, block_size=16, **MIXED)
+        batch = make_batch(**SMOLLM2, block_size=16, **MIXED, device=KERNEL_DEVICE)
         oracle = run_attention(attention_torch, make_batch(**SMOLLM2, block_size=16, **MIXED))
         tokens = batch.query.shape[0]
         fused = torch.cat([batch.query.reshape(tokens, -1), batch.new_keys.reshape(tokens, -1),
@@ -336,7 +343,8 @@ class TestTritonInterpreted:
 
     def test_empty_context_decode_gives_zeros(self):
         """A padded decode row (seq_len 0, as in a padded CUDA-graph batch) must not produce NaN."""
-        batch = make_batch(**SMOLLM2, block_size=16, decode_lens=[7, 3], prefills=[(4, 5)])
+        batch = make_batch(**SMOLLM2, block_size=16, decode_lens=[7, 3], prefills=[(4, 5)],
+                           device=KERNEL_DEVICE)
         attention_triton.write_kv_cache(batch.new_keys, batch.new_values, batch.k_cache, batch.v_cache,
                                         batch.meta.slot_mapping)
         expected = naive_attention(batch)

@@ -1,6 +1,8 @@
 """The whole engine on the Triton attention kernels, run on CPU under TRITON_INTERPRET=1:
 greedy outputs equal the torch backend's on a mixed batch with chunked prefill, a
-cached prefix and preemption. (CI has no GPU; this is how the GPU path is exercised.)"""
+cached prefix and preemption — also when decode steps go through the padded static
+buffers that CUDA graphs replay (run eagerly here). (CI has no GPU; this is how the GPU
+path is exercised.)"""
 
 from __future__ import annotations
 
@@ -31,16 +33,21 @@ SCRIPT = textwrap.dedent("""
     prompts += [[rng.randrange(3, 384) for _ in range(n)] for n in (1, 70)]
     params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
     results = {{}}
-    for backend in ("torch", "triton"):
-        engine = Engine(str(folder), attention_backend=backend, block_size=16,
+    for backend in ("torch", "triton", "triton-graph-buffers"):
+        engine = Engine(str(folder), attention_backend=backend.split("-")[0], block_size=16,
                         kv_cache_bytes=14 * 16 * 2 * 2 * 2 * 16 * 4, max_num_batched_tokens=48)
+        if backend == "triton-graph-buffers":  # captured sizes 1, 2, 4, 7: 3, 5 and 6 decodes are padded
+            engine.runner.capture_decode_graphs(7, engine.max_model_len, capture=False)
         engine.generate([prompts[0]], SamplingParams(max_tokens=2, temperature=0.0))  # warms the prefix cache
         outs = engine.generate(prompts, params)
         stats = engine.stats()
         assert stats.blocks.used == 0
         results[backend] = ([o.token_ids for o in outs], stats.num_preemptions, stats.blocks.prefix_hits)
+        if backend == "triton-graph-buffers":
+            graphs = engine.runner.decode_graphs
+            assert graphs.num_steps > 0 and graphs.num_padding_rows > 0
     print(results)
-    assert results["torch"] == results["triton"], results
+    assert results["torch"] == results["triton"] == results["triton-graph-buffers"], results
     assert results["torch"][1] > 0 and results["torch"][2] > 0
     print("OK")
 """)

@@ -30,6 +30,8 @@ from structgen.engine.kernels.logits_mask import (
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 HAS_TRITON = importlib.util.find_spec("triton") is not None
+# The Triton tests run compiled on a GPU, and interpreted on CPU where there is none.
+KERNEL_DEVICE = "cuda" if torch.cuda.is_available() and not INTERPRETED else "cpu"
 
 
 @dataclass
@@ -73,10 +75,11 @@ def reference(case: Case) -> torch.Tensor:
     return out
 
 
-def masked_with(apply, case: Case) -> torch.Tensor:
-    logits = case.logits.clone()
-    apply(logits, case.bitmask.clone(), None if case.rows is None else case.rows.clone())
-    return logits
+def masked_with(apply, case: Case, device: str = "cpu") -> torch.Tensor:
+    logits = case.logits.clone().to(device)
+    rows = None if case.rows is None else case.rows.clone().to(device)
+    apply(logits, case.bitmask.clone().to(device), rows)
+    return logits.cpu()
 
 
 CASES = {
@@ -166,14 +169,16 @@ def test_triton_kernel_interpreted():
 
 
 class TestTritonInterpreted:
-    # Collected only in the TRITON_INTERPRET=1 process that test_triton_kernel_interpreted starts.
-    __test__ = INTERPRETED
+    # Collected in the TRITON_INTERPRET=1 process that test_triton_kernel_interpreted starts,
+    # and on a machine with a GPU, where the kernel runs compiled.
+    __test__ = INTERPRETED or KERNEL_DEVICE == "cuda"
 
     @pytest.mark.parametrize("name", CASES)
     def test_matches_torch(self, name):
         case = make_case(**CASES[name])
         expected = masked_with(apply_token_bitmask_torch, case)
-        assert torch.equal(masked_with(logits_mask.apply_token_bitmask_triton, case), expected)
+        actual = masked_with(logits_mask.apply_token_bitmask_triton, case, KERNEL_DEVICE)
+        assert torch.equal(actual, expected)
 
     def test_strided_logits(self):
         """Logits as a strided view of a wider buffer (every other row and column)."""
@@ -182,7 +187,8 @@ class TestTritonInterpreted:
         buffer[::2, ::2] = case.logits
         expected = buffer.clone()
         expected[::2, ::2] = masked_with(apply_token_bitmask_torch, case)
-        for apply in (apply_token_bitmask_torch, logits_mask.apply_token_bitmask_triton):
-            actual = buffer.clone()
-            apply(actual[::2, ::2], case.bitmask, case.rows)
-            assert torch.equal(actual, expected), apply.__name__
+        for apply, device in ((apply_token_bitmask_torch, "cpu"),
+                              (logits_mask.apply_token_bitmask_triton, KERNEL_DEVICE)):
+            actual = buffer.clone().to(device)
+            apply(actual[::2, ::2], case.bitmask.to(device), case.rows.to(device))
+            assert torch.equal(actual.cpu(), expected), apply.__name__

@@ -64,6 +64,7 @@ class Engine:
         attention_backend: str = "auto",
         jump_forward: bool = True,
         overlap_masks: bool | None = None,
+        cuda_graphs: bool = True,
         seed: int = 0,
     ):
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -88,8 +89,11 @@ class Engine:
             max_num_batched_tokens=max_num_batched_tokens or (8192 if on_gpu else 2048),
         )
         caches = kv_cache.allocate_kv_cache(self.config, num_blocks + 1, block_size, self.dtype, self.device)
-        self.runner = ModelRunner(self.model, caches, block_size, _backend(attention_backend, on_gpu),
-                                  self.device)
+        backend = _backend(attention_backend, on_gpu)
+        self.runner = ModelRunner(self.model, caches, block_size, backend, self.device)
+        if on_gpu and cuda_graphs and getattr(backend, "GRAPH_CAPTURABLE", False):
+            # Decode steps of up to max_num_seqs sequences replay captured graphs.
+            self.runner.capture_decode_graphs(self.scheduler.max_num_seqs, self.max_model_len)
         self.sampler = Sampler()
         self.jump_forward = jump_forward
         self._bitmask = None  # preallocated [rows, ceil(vocab/32)] int32, grown on demand

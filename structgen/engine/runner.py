@@ -3,11 +3,14 @@
 Flattens the step's chunks into one varlen batch (input ids, positions, slot mapping,
 block tables, context lengths, query offsets), runs the model with the chosen attention
 backend, and returns float32 logits for the last token of every chunk that samples.
-Owns the device tensors of a step; never decides what runs or what is sampled.
+Decode-only steps replay a captured CUDA graph when the runner has them
+(`cuda_graphs.py`). Owns the device tensors of a step; never decides what runs or what
+is sampled.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
@@ -18,6 +21,26 @@ from structgen.engine.models.llama import LlamaForCausalLM
 from structgen.engine.scheduler import ScheduledChunk
 
 
+@dataclass
+class HostBatch:
+    """One step's flat batch as host arrays (see `attention_torch` for the layout)."""
+
+    input_ids: np.ndarray  # [T] int64
+    positions: np.ndarray  # [T] int64
+    slot_mapping: np.ndarray  # [T] int64
+    query_start: np.ndarray  # [B+1] int64
+    seq_lens: list[int]  # [B], context length after this step
+    query_lens: list[int]  # [B]
+    block_tables: np.ndarray  # [B, max_blocks] int32, unused entries 0
+    logits_indices: np.ndarray  # token index of every chunk that samples
+    num_decodes: int  # leading sequences with exactly one new token
+
+    @property
+    def is_pure_decode(self) -> bool:
+        """Every sequence has one new token and samples: the shape a CUDA graph replays."""
+        return self.num_decodes == len(self.seq_lens) == len(self.logits_indices)
+
+
 class ModelRunner:
     def __init__(self, model: LlamaForCausalLM, kv_caches, block_size: int, backend: ModuleType,
                  device: torch.device):
@@ -26,6 +49,17 @@ class ModelRunner:
         self.block_size = block_size
         self.backend = backend
         self.device = device
+        self.decode_graphs = None  # a cuda_graphs.DecodeGraphs once captured
+
+    def capture_decode_graphs(self, max_batch_size: int, max_model_len: int, capture: bool = True) -> None:
+        """Replay decode-only steps of up to `max_batch_size` sequences from CUDA graphs
+        (`capture=False` runs the same padded static-buffer path eagerly: the tests' CPU
+        stand-in for a graph)."""
+        from structgen.engine.cuda_graphs import DecodeGraphs
+
+        max_blocks = -(-max_model_len // self.block_size)
+        self.decode_graphs = DecodeGraphs(self.model, self.kv_caches, self.backend, max_batch_size,
+                                          max_blocks, self.device, capture=capture)
 
     @torch.inference_mode()
     def zero_blocks(self, blocks: list[int]) -> None:
@@ -38,54 +72,57 @@ class ModelRunner:
     @torch.inference_mode()
     def execute(self, chunks: list[ScheduledChunk]) -> torch.Tensor:
         """Logits [number of sampling chunks, vocab], in the order of `chunks`."""
-        batch = self._flatten(chunks)
-        hidden = self.model(batch["input_ids"], batch["positions"], self.kv_caches,
-                            batch["meta"], self.backend)
-        if batch["logits_indices"].numel() == 0:
-            return hidden.new_empty((0, self.model.config.vocab_size), dtype=torch.float32)
-        return self.model.compute_logits(hidden[batch["logits_indices"]])
+        batch = host_batch(chunks, self.block_size)
+        graphs = self.decode_graphs
+        if graphs is not None and batch.is_pure_decode and graphs.fits(len(batch.seq_lens)):
+            return graphs.run(batch)
+        return self._run_eager(batch)
 
-    def _flatten(self, chunks: list[ScheduledChunk]) -> dict:
-        bs = self.block_size
-        query_lens = [c.num_new_tokens for c in chunks]
-        starts = [c.request.num_computed_tokens for c in chunks]
-        seq_lens = [s + q for s, q in zip(starts, query_lens)]
-        query_start = np.zeros(len(chunks) + 1, dtype=np.int64)
-        np.cumsum(query_lens, out=query_start[1:])
-
-        input_ids = np.concatenate(
-            [np.asarray(c.request.all_token_ids[s:e], dtype=np.int64)
-             for c, s, e in zip(chunks, starts, seq_lens)]
-        )
-        positions = np.concatenate([np.arange(s, e, dtype=np.int64) for s, e in zip(starts, seq_lens)])
-        max_blocks = max(len(c.request.block_table) for c in chunks)
-        block_tables = np.zeros((len(chunks), max_blocks), dtype=np.int32)
-        for row, chunk in enumerate(chunks):
-            block_tables[row, : len(chunk.request.block_table)] = chunk.request.block_table
-        seq_of_token = np.repeat(np.arange(len(chunks)), query_lens)
-        slot_mapping = block_tables[seq_of_token, positions // bs].astype(np.int64) * bs + positions % bs
-        logits_indices = np.array(
-            [query_start[i + 1] - 1 for i, c in enumerate(chunks) if c.samples], dtype=np.int64
-        )
-        num_decodes = next((i for i, q in enumerate(query_lens) if q != 1), len(chunks))
-
-        def dev(array: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(array).to(self.device, non_blocking=True)
-
+    def _run_eager(self, batch: HostBatch) -> torch.Tensor:
         meta = AttentionMetadata(
-            query_start_loc=dev(query_start.astype(np.int32)),
-            seq_lens=dev(np.asarray(seq_lens, dtype=np.int32)),
-            block_tables=dev(block_tables),
-            slot_mapping=dev(slot_mapping),
-            num_decodes=num_decodes,
-            max_query_len=max(query_lens),
-            max_seq_len=max(seq_lens),
-            query_lens_cpu=query_lens,
-            seq_lens_cpu=seq_lens,
+            query_start_loc=self._dev(batch.query_start.astype(np.int32)),
+            seq_lens=self._dev(np.asarray(batch.seq_lens, dtype=np.int32)),
+            block_tables=self._dev(batch.block_tables),
+            slot_mapping=self._dev(batch.slot_mapping),
+            num_decodes=batch.num_decodes,
+            max_query_len=max(batch.query_lens),
+            max_seq_len=max(batch.seq_lens),
+            query_lens_cpu=batch.query_lens,
+            seq_lens_cpu=batch.seq_lens,
         )
-        return {
-            "input_ids": dev(input_ids),
-            "positions": dev(positions),
-            "meta": meta,
-            "logits_indices": dev(logits_indices),
-        }
+        hidden = self.model(self._dev(batch.input_ids), self._dev(batch.positions), self.kv_caches,
+                            meta, self.backend)
+        if batch.logits_indices.size == 0:
+            return hidden.new_empty((0, self.model.config.vocab_size), dtype=torch.float32)
+        return self.model.compute_logits(hidden[self._dev(batch.logits_indices)])
+
+    def _dev(self, array: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(array).to(self.device, non_blocking=True)
+
+
+def host_batch(chunks: list[ScheduledChunk], block_size: int) -> HostBatch:
+    """Flatten the step's chunks (decodes first) into host arrays."""
+    bs = block_size
+    query_lens = [c.num_new_tokens for c in chunks]
+    starts = [c.request.num_computed_tokens for c in chunks]
+    seq_lens = [s + q for s, q in zip(starts, query_lens)]
+    query_start = np.zeros(len(chunks) + 1, dtype=np.int64)
+    np.cumsum(query_lens, out=query_start[1:])
+
+    input_ids = np.concatenate(
+        [np.asarray(c.request.all_token_ids[s:e], dtype=np.int64)
+         for c, s, e in zip(chunks, starts, seq_lens)]
+    )
+    positions = np.concatenate([np.arange(s, e, dtype=np.int64) for s, e in zip(starts, seq_lens)])
+    max_blocks = max(len(c.request.block_table) for c in chunks)
+    block_tables = np.zeros((len(chunks), max_blocks), dtype=np.int32)
+    for row, chunk in enumerate(chunks):
+        block_tables[row, : len(chunk.request.block_table)] = chunk.request.block_table
+    seq_of_token = np.repeat(np.arange(len(chunks)), query_lens)
+    slot_mapping = block_tables[seq_of_token, positions // bs].astype(np.int64) * bs + positions % bs
+    logits_indices = np.array(
+        [query_start[i + 1] - 1 for i, c in enumerate(chunks) if c.samples], dtype=np.int64
+    )
+    num_decodes = next((i for i, q in enumerate(query_lens) if q != 1), len(chunks))
+    return HostBatch(input_ids, positions, slot_mapping, query_start, seq_lens, query_lens,
+                     block_tables, logits_indices, num_decodes)

@@ -30,6 +30,9 @@ except ImportError:  # CPU-only installs ship without Triton
     tl = None
 
 _LOG2_E = 1.4426950408889634
+# Launches read only host values fixed for a batch size (see the docstring): decode
+# steps on this backend can be captured in CUDA graphs (`engine/cuda_graphs.py`).
+GRAPH_CAPTURABLE = True
 _MIN_DOT = 16  # tl.dot needs every dimension >= 16 on GPU
 
 
