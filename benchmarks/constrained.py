@@ -612,6 +612,10 @@ def main(argv=None) -> int:
     parser.add_argument("--baseline-requests", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--model", default=None,
+                        help="model folder or GGUF (default: the embedded SmolLM2); with --load-format "
+                             "dummy, a folder whose config.json gives the shape and whose tokenizer is used")
+    parser.add_argument("--load-format", default="auto", choices=["auto", "dummy"])
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     scenarios = args.scenarios.split(",")
@@ -619,7 +623,9 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    engine = Engine(kv_cache_bytes=1 << 30, max_num_seqs=32)
+    # On a GPU the KV cache takes its share of GPU memory; on CPU a fixed 1 GiB.
+    kv_bytes = None if torch.cuda.is_available() else 1 << 30
+    engine = Engine(args.model, load_format=args.load_format, kv_cache_bytes=kv_bytes, max_num_seqs=32)
     results: dict = {"environment": environment(), "model": engine.model_name, "runs": args.runs,
                      "args": {k: str(v) for k, v in vars(args).items()}}
     runners = {
