@@ -76,10 +76,16 @@ class CompiledGrammar:
         return table
 
     def forced_bytes(self, sid: int) -> bytes:
+        cached = self.dfa.known_forced_bytes(sid)  # asked every step: skip the lock when known
+        if cached is not None:
+            return cached
         with self.dfa._lock:
             return self.dfa.forced_bytes(sid)
 
     def has_exits(self, sid: int) -> bool:
+        cached = self.dfa.known_has_exits(sid)
+        if cached is not None:
+            return cached
         with self.dfa._lock:
             return self.dfa.has_exits(sid)
 
@@ -136,6 +142,10 @@ class Matcher:
             return False
         grammar = self.grammar
         table = grammar.tokens_of(state)
+        known = table.next_state.get(token_id)  # an allowed token seen here before
+        if known is not None:
+            self._stack.append(known)
+            return True
         if token_id < 0 or (token_id >> 5) >= self._words:
             return False
         if not (int(table.words[token_id >> 5]) >> (token_id & 31)) & 1:
@@ -148,7 +158,9 @@ class Matcher:
         rows = grammar.dfa.table
         for byte in grammar._token_bytes[token_id]:
             state = rows[state, byte]
-        self._stack.append(int(state))
+        state = int(state)
+        table.next_state[token_id] = state  # one dict store: safe beside other threads
+        self._stack.append(state)
         return True
 
     def accept_bytes(self, data: bytes) -> bool:

@@ -198,7 +198,14 @@ def test_random_grammars_agree_with_lark(text, seed, smollm2_vocab):
     except GrammarTooLargeError as e:
         assert "nests more than" in str(e) or "left recursion" in str(e), str(e)
         return
-    rng = random.Random(seed)
+    try:
+        _agree_with_lark(grammar, parser, text, random.Random(seed), smollm2_vocab)
+    except GrammarTooLargeError as e:
+        # an exponentially ambiguous grammar is refused while decoding, with a clear reason
+        assert "too ambiguous" in str(e), str(e)
+
+
+def _agree_with_lark(grammar, parser, text, rng, smollm2_vocab):
     # complete strings: the same verdict as lark
     for _ in range(40):
         sample = "".join(rng.choice("abc") for _ in range(rng.randint(0, 7)))
@@ -223,6 +230,19 @@ def test_random_grammars_agree_with_lark(text, seed, smollm2_vocab):
             assert lark_accepts(parser, (prefix + completion).decode()), (text, prefix, completion)
         eos_allowed = any(t in smollm2_vocab.eos_token_ids for t in m.allowed_token_ids().tolist())
         assert eos_allowed == lark_accepts(parser, prefix.decode()), (text, prefix)
+
+
+def test_an_exponentially_ambiguous_grammar_is_refused_not_hung(smollm2_vocab):
+    # found by the differential test: r2 -> r1 r2* -> r0 r2* -> r2 r2* ... matches the same
+    # text in a number of ways that grows ~10x per token; unbounded, the fourth mask took
+    # a minute and the fifth would take ten
+    text = 'start: r0\nr0: "b" "ba"? | r2 | "b"? "a"+\nr1: "ab" | /c+/ "ab" | r0\nr2: "ba"? "ab" "b" | r1 r2*\n'
+    grammar = structgen.compile_grammar(text, smollm2_vocab)
+    m = grammar.matcher()
+    with pytest.raises(GrammarTooLargeError, match="too ambiguous"):
+        for piece in (b"abc", b"aba", b"ba", b"aca", b"ab", b"ab"):
+            assert m.accept_bytes(piece)
+            m.allowed_token_ids()
 
 
 def test_an_exhausted_shared_grammar_is_rebuilt_not_failed(smollm2_vocab):

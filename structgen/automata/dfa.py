@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from structgen.automata.nfa import ACCEPT, LazyNFA
+from structgen.automata.nfa import ACCEPT, MAX_STATE_ITEMS, LazyNFA, too_ambiguous
 from structgen.errors import GrammarTooLargeError
 
 DEAD = -1  # no transition: the byte leaves the language
@@ -31,6 +31,7 @@ class LazyDFA:
         self.expanded = np.zeros(64, dtype=bool)
         self.accepting = np.zeros(64, dtype=bool)
         self._forced: dict[int, bytes] = {}
+        self._has_exits: dict[int, bool] = {}
         self.start = self._intern(nfa.start) if nfa.start else DEAD
 
     @property
@@ -78,6 +79,8 @@ class LazyDFA:
                     for a, b, item in ranges:
                         if a <= lo <= b:
                             target |= nfa.after(item)
+                    if len(target) > MAX_STATE_ITEMS:
+                        raise too_ambiguous()
                     if target:
                         row[lo:nxt_lo] = self._intern(frozenset(target))
             self.table[sid] = row
@@ -102,8 +105,19 @@ class LazyDFA:
         return sid
 
     def has_exits(self, sid: int) -> bool:
-        self.expand(sid)
-        return bool((self.table[sid] >= 0).any())
+        cached = self._has_exits.get(sid)
+        if cached is None:
+            self.expand(sid)
+            cached = self._has_exits[sid] = bool((self.table[sid] >= 0).any())
+        return cached
+
+    def known_has_exits(self, sid: int) -> bool | None:
+        """`has_exits(sid)` if already computed, else None (safe without the lock)."""
+        return self._has_exits.get(sid)
+
+    def known_forced_bytes(self, sid: int) -> bytes | None:
+        """`forced_bytes(sid)` if already computed, else None (safe without the lock)."""
+        return self._forced.get(sid)
 
     def forced_bytes(self, sid: int, limit: int = 4096) -> bytes:
         """Bytes every continuation from `sid` must start with (empty if accepting

@@ -28,6 +28,11 @@ from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 
 MAX_RULE_NESTING = 2000  # rules entered within one closure before we call it left recursion
+# Parse positions one automaton state may hold. Real grammars stay in the hundreds (the
+# largest over MaskBench-dev's schemas and grammars/ is 336); an ambiguous grammar
+# (rules matching the same text in exponentially many ways) multiplies them with every
+# byte, and each state would cost seconds, then minutes: refuse it instead.
+MAX_STATE_ITEMS = 20_000
 ACCEPT = ("accept",)  # the item standing for "the whole input matched"
 DONE = 0  # the empty continuation
 
@@ -166,6 +171,8 @@ class LazyNFA:
         seen.add(key)
         if isinstance(node, (ir.Bytes, ir.ByteSet)):
             out.add((node, 0, cont))
+            if len(out) > MAX_STATE_ITEMS:
+                raise too_ambiguous()
         elif isinstance(node, ir.Concat):
             if node.items:
                 self._enter(node.items[0], self._then(node, 1, cont), out, seen)
@@ -264,6 +271,13 @@ class LazyNFA:
                 cached = frozenset(out)
             self._after[item] = cached
         return cached
+
+
+def too_ambiguous() -> GrammarTooLargeError:
+    return GrammarTooLargeError(
+        f"grammar too ambiguous: one automaton state would track more than {MAX_STATE_ITEMS:,} parse "
+        "positions (its rules can match the same text in too many ways); make the rules less ambiguous"
+    )
 
 
 def ir_accepts(node: ir.Node, data: bytes) -> bool:

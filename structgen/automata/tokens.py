@@ -9,7 +9,7 @@ packed int32 bitmask rows. Must not know about the engine; knows vocabularies on
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -106,10 +106,12 @@ def token_matrix(vocab) -> TokenMatrix:
 class StateTokens:
     """What one DFA state allows: the packed mask (EOS included when accepting).
     The next state of an allowed token is found by walking its bytes through the DFA
-    table, whose rows on that path the mask computation has already built."""
+    table, whose rows on that path the mask computation has already built; the matcher
+    remembers each walk's end in `next_state` (allowed, non-EOS tokens only)."""
 
     words: np.ndarray
     num_allowed: int
+    next_state: dict[int, int] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
