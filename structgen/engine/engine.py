@@ -96,7 +96,7 @@ class Engine:
             self.runner.capture_decode_graphs(self.scheduler.max_num_seqs, self.max_model_len)
         self.sampler = Sampler()
         self.jump_forward = jump_forward
-        self._bitmask = None  # preallocated [rows, ceil(vocab/32)] int32, grown on demand
+        self._bitmask = None  # [rows, ceil(vocab/32)] int32 tensor (pinned on GPU), grown on demand
         # Masks are filled in a worker thread during the forward pass (default on GPU,
         # where the forward runs asynchronously; on CPU both would share the same cores).
         overlap = on_gpu if overlap_masks is None else overlap_masks
@@ -255,11 +255,8 @@ class Engine:
         if not constrained:
             return None
         if self._bitmask is None or self._bitmask.shape[0] < len(constrained):
-            from structgen.matcher import allocate_bitmask
-
-            self._bitmask = allocate_bitmask(max(len(constrained), self.scheduler.max_num_seqs),
-                                             self.config.vocab_size)
-        bitmask = self._bitmask[: len(constrained)]
+            self._bitmask = self._allocate_bitmask(max(len(constrained), self.scheduler.max_num_seqs))
+        bitmask = self._bitmask.numpy()[: len(constrained)]
         for i, (_, request) in enumerate(constrained):
             started = time.perf_counter()
             try:
@@ -268,7 +265,14 @@ class Engine:
                 request.error = f"grammar failed while decoding: {exc}"
                 bitmask[i] = -1  # allow everything; the sampled token is discarded
             request.metrics.mask_time_s += time.perf_counter() - started
-        return bitmask, [row for row, _ in constrained]
+        return self._bitmask[: len(constrained)], [row for row, _ in constrained]
+
+    def _allocate_bitmask(self, rows: int) -> torch.Tensor:
+        """The batch bitmask buffer; pinned on GPU so its copy to the device is one DMA."""
+        from structgen.matcher import allocate_bitmask
+
+        words = allocate_bitmask(1, self.config.vocab_size).shape[1]
+        return torch.zeros((rows, words), dtype=torch.int32, pin_memory=self.device.type == "cuda")
 
     def _apply_grammar_masks(self, logits: torch.Tensor, masks) -> None:
         """Disallow, in each constrained row, every token its matcher rejects (and the
@@ -278,8 +282,10 @@ class Engine:
         from structgen.engine.kernels.logits_mask import apply_token_bitmask
 
         bitmask, rows = masks
-        index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
-        apply_token_bitmask(logits, torch.from_numpy(bitmask).to(logits.device), index)
+        index = None  # every row constrained: bitmask row i masks logits row i
+        if len(rows) != logits.shape[0]:
+            index = torch.tensor(rows, dtype=torch.int64).to(logits.device, non_blocking=True)
+        apply_token_bitmask(logits, bitmask.to(logits.device, non_blocking=True), index)
 
     def _advance(self, request: Request, token: int, logprobs: Any, now: float) -> None:
         if request.metrics.first_token_time is None:
