@@ -143,15 +143,14 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
                 for p in prompts for i in range(body.n)]
         for prompt, params in runs:
             _check_fits(prompt, params)
-        try:
-            engine.check_capacity(len(runs))
+        created, rid = int(time.time()), f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        try:  # admitted (all n choices) or refused here, before any response byte is sent
+            streams = engine.submit_many([(p, sp, f"{rid}-{i}") for i, (p, sp) in enumerate(runs)],
+                                         grammar=grammar, jump_forward=body.jump_forward)
         except EngineOverloadedError as err:
             raise APIError(429, str(err), "rate_limit_error", headers={"Retry-After": "1"}) from err
         except EngineDeadError as err:
             raise APIError(503, str(err), "server_error", headers={"Retry-After": "30"}) from err
-        created, rid = int(time.time()), f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        streams = [engine.generate(p, sp, grammar=grammar, jump_forward=body.jump_forward,
-                                   request_id=f"{rid}-{i}") for i, (p, sp) in enumerate(runs)]
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             events = _sse(http, streams, runs, spec, rid, created, chat, include_usage)
@@ -172,12 +171,12 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
         try:
             async for out in stream:
                 final = out
-        except EngineOverloadedError as err:
-            raise APIError(429, str(err), "rate_limit_error", headers={"Retry-After": "1"}) from err
         except EngineDeadError as err:
-            raise APIError(503, str(err), "server_error") from err
+            raise APIError(503, str(err), "server_error", headers={"Retry-After": "30"}) from err
         except StructgenError as err:
             raise APIError(400, str(err)) from err
+        finally:  # a client that left mid-request cancels this: abort what it started
+            await stream.aclose()
         _observe(final)
         return final
 

@@ -5,7 +5,8 @@ a thread-safe queue and receive each request's outputs on an `asyncio.Queue` fed
 the loop thread. A caller that stops listening (a client disconnecting) aborts its
 request, which frees its KV blocks at the next step. The number of requests waiting to
 be scheduled is bounded: past `max_waiting`, `submit` raises `EngineOverloadedError` at
-once instead of queueing without limit.
+once instead of queueing without limit -- checked and counted in one step under a lock,
+so that a burst of callers cannot all pass the check before any of them is counted.
 
 Owns the thread and the hand-off; scheduling, sampling and grammars stay in `Engine`.
 """
@@ -69,36 +70,46 @@ class AsyncEngine:
         if self._in_flight + count > self.max_waiting + self.engine.scheduler.max_num_seqs:
             raise EngineOverloadedError(f"{self._in_flight} requests are in flight; retry later")
 
+    def submit(self, prompt_token_ids: list[int], params: SamplingParams, *, grammar: Any = None,
+               request_id: str | None = None, jump_forward: bool | None = None) -> "RequestStream":
+        """Submit one request now; its outputs come from the returned stream."""
+        return self.submit_many([(prompt_token_ids, params, request_id)], grammar=grammar,
+                                jump_forward=jump_forward)[0]
+
+    def submit_many(self, requests: list[tuple[list[int], SamplingParams, str | None]], *,
+                    grammar: Any = None, jump_forward: bool | None = None) -> list["RequestStream"]:
+        """Submit (prompt ids, params, request id or None) requests together: all are
+        admitted or, over capacity, none (EngineOverloadedError). Bad input raises here, in
+        the caller's thread (a 400 before anything is sent)."""
+        for prompt_token_ids, params, _ in requests:
+            self.engine._check_prompt(prompt_token_ids, params)
+        with self._lock:
+            self.check_capacity(len(requests))
+            self._in_flight += len(requests)
+        streams = []
+        for prompt_token_ids, params, request_id in requests:
+            request_id = request_id or f"req-{next(self._ids)}"
+            listener = _Listener(asyncio.get_running_loop(), asyncio.Queue())
+            self._listeners[request_id] = listener
+            self._commands.put(("add", request_id, prompt_token_ids, params, grammar, jump_forward))
+            streams.append(RequestStream(self, request_id, listener))
+        return streams
+
     async def generate(self, prompt_token_ids: list[int], params: SamplingParams, *,
                        grammar: Any = None, request_id: str | None = None,
                        jump_forward: bool | None = None) -> AsyncIterator[RequestOutput]:
         """Submit a request and yield its outputs as they come; the last one is finished.
         Leaving the loop early (or being cancelled) aborts the request."""
-        # Validate in the caller's thread so that bad input raises here, as a 400.
-        self.engine._check_prompt(prompt_token_ids, params)
-        with self._lock:
-            self.check_capacity(1)
-            self._in_flight += 1
-        request_id = request_id or f"req-{next(self._ids)}"
-        listener = _Listener(asyncio.get_running_loop(), asyncio.Queue())
-        self._listeners[request_id] = listener
-        self._commands.put(("add", request_id, prompt_token_ids, params, grammar, jump_forward))
-        finished = False
+        stream = self.submit(prompt_token_ids, params, grammar=grammar, request_id=request_id,
+                             jump_forward=jump_forward)
         try:
-            while True:
-                item = await listener.outputs.get()
-                if isinstance(item, BaseException):
-                    raise item
+            async for item in stream:
                 yield item
-                if item.finished:
-                    finished = True
-                    return
         finally:
-            if not finished:
-                self._commands.put(("abort", request_id))
-            self._release(request_id)
+            await stream.aclose()
 
     def _release(self, request_id: str) -> None:
+        """The request no longer counts as in flight (finished, failed or abandoned)."""
         if self._listeners.pop(request_id, None) is not None:
             with self._lock:
                 self._in_flight -= 1
@@ -159,7 +170,47 @@ class AsyncEngine:
         try:
             listener.loop.call_soon_threadsafe(listener.outputs.put_nowait, item)
         except RuntimeError:  # the caller's event loop is closed
-            self._listeners.pop(request_id, None)
+            pass
+        else:
+            if not (isinstance(item, BaseException) or item.finished):
+                return
+        # Done with, even if its caller never reads the stream (a client that left
+        # before its response began): it stops counting against the capacity now.
+        self._release(request_id)
+
+
+class RequestStream:
+    """The outputs of one submitted request, as an async iterator; the last one is
+    finished. `aclose()` before the end aborts the request (its KV blocks are freed at
+    the next step); callers close every stream they stop reading."""
+
+    def __init__(self, engine: AsyncEngine, request_id: str, listener: _Listener):
+        self._engine = engine
+        self.request_id = request_id
+        self._listener = listener
+        self._done = False
+        self._closed = False
+
+    def __aiter__(self) -> "RequestStream":
+        return self
+
+    async def __anext__(self) -> RequestOutput:
+        if self._done or self._closed:
+            raise StopAsyncIteration
+        item = await self._listener.outputs.get()
+        if isinstance(item, BaseException):
+            self._done = True
+            raise item
+        self._done = item.finished
+        return item
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if not self._done:
+            self._engine._commands.put(("abort", self.request_id))
+        self._engine._release(self.request_id)
 
 
 def wait_until_idle(engine: AsyncEngine, timeout: float = 30.0) -> bool:
