@@ -457,6 +457,28 @@ class Worker:
 # aggregation and report
 
 
+def read_schema_file(path: Path) -> tuple[object, list[tuple[bool, object]]]:
+    """(schema, [(valid, instance)]) from a MaskBench record, or (schema, []) from a plain
+    JSON Schema file -- a user's own schema, for which only compile and TTFM are measured."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a JSON file: {e}") from None
+    if isinstance(record, dict) and "schema" in record and isinstance(record.get("tests", []), list) \
+            and set(record) <= {"schema", "tests", "description", "meta"}:
+        return record["schema"], [(bool(t["valid"]), t["data"]) for t in record.get("tests", [])]
+    return record, []
+
+
+def tbm_histogram(samples_us: np.ndarray) -> dict:
+    """Per-token times in log-spaced bins (10 per decade, 0.1 µs to 100 s): the whole
+    distribution for plots, without storing every sample."""
+    edges = np.logspace(-1, 8, 91)
+    clipped = np.clip(samples_us, edges[0], edges[-1] * 0.999)
+    counts, _ = np.histogram(clipped, bins=edges)
+    return {"edges_us": [float(f"{e:.4g}") for e in edges], "counts": counts.tolist()}
+
+
 def pct(a, qs):
     if len(a) == 0:
         return [None] * len(qs)
@@ -514,8 +536,10 @@ def cpu_info():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "maskbench-dev"),
-                    help="folder of MaskBench schema files")
+    ap.add_argument("--data", "--schemas", dest="data",
+                    default=str(REPO.parent / "shared" / "data" / "maskbench-dev"),
+                    help="a folder of schema files, or one file: MaskBench records ({\"schema\": ..., "
+                         "\"tests\": [...]}) or plain JSON Schemas (compile and first mask only)")
     ap.add_argument("--engines", default=",".join(ALL_ENGINES), help="comma-separated, from: " + ", ".join(ALL_ENGINES))
     ap.add_argument("--limit", type=int, default=0, help="number of schemas (random sample); 0 = all")
     ap.add_argument("--seed", type=int, default=0, help="seed of the schema sample and order")
@@ -557,7 +581,7 @@ def main(argv=None):
         sys.exit("no engine available")
 
     data = Path(args.data)
-    files = sorted(p for p in data.glob("*.json") if args.filter in p.name)
+    files = [data] if data.is_file() else sorted(p for p in data.glob("*.json") if args.filter in p.name)
     if not files:
         sys.exit(f"no schema files in {data}")
     rng = random.Random(args.seed)
@@ -586,12 +610,13 @@ def main(argv=None):
     # instances, tokenized once (json.dumps defaults), shared by every engine
     schemas = []
     for p in files:
-        d = json.loads(p.read_text())
-        tests = []
-        for t in d.get("tests", []):
-            text = json.dumps(t["data"])
-            tests.append((bool(t["valid"]), tokenizer.encode(text, add_special_tokens=False)))
-        schemas.append({"id": p.name, "schema": d["schema"], "tests": tests})
+        try:
+            schema, instances = read_schema_file(p)
+        except ValueError as e:
+            sys.exit(str(e))
+        tests = [(valid, tokenizer.encode(json.dumps(data), add_special_tokens=False))
+                 for valid, data in instances]
+        schemas.append({"id": p.name, "schema": schema, "tests": tests})
     n_tokens_total = sum(len(t[1]) for s in schemas for t in s["tests"])
 
     out_path = Path(args.output)
@@ -792,6 +817,7 @@ def aggregate(args, schemas, active, results, tokenizer):
             "mask_mismatches": sum(r.get("mask_mismatches", 0) for _, r in recs),
             "ttfm_us": stats(ttfm, TTFM_Q),
             "tbm_us": stats(allsamp, TBM_Q),
+            "tbm_hist": tbm_histogram(allsamp),
         }
 
     # like-for-like: schemas that every engine compiled and walked

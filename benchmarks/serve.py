@@ -6,13 +6,16 @@ Owns: the workload (chat prompts mixed with `response_format: json_schema` reque
 schemas come from ../shared/data/maskbench-dev), the HTTP client (`httpx.AsyncClient`,
 SSE parsed here), closed-loop concurrency levels and open-loop Poisson rates, the chaos
 mode (clients that disconnect mid-stream, invalid schemas that must be refused with a
-400), the post-run check of the server's /metrics (KV blocks, running and waiting back to
-0), and the report (markdown on stdout, JSON in benchmarks/results/serve.json).
+400), the overfill burst (more requests at once than the server admits: the excess must
+be shed quickly with 429/503 and Retry-After, the admitted ones must complete), the
+post-run checks (the server's /metrics back to idle: KV blocks, running and waiting at 0;
+the server's resident memory flat from the first level to the last), and the report (markdown on stdout, JSON in benchmarks/results/serve.json).
 
 Without --url it starts `structgen serve` on a free port itself and stops it at the end.
 
     python benchmarks/serve.py --quick                    # levels 1,4, a few requests each
     python benchmarks/serve.py --quick --chaos            # + disconnects and invalid schemas
+    python benchmarks/serve.py --quick --overfill 48      # + a burst of 48 against a small queue
     python benchmarks/serve.py --concurrency 1,4,16,64 --duration 60 --rates 0.5,1
     python benchmarks/serve.py --url http://127.0.0.1:8000 --requests 32
 """
@@ -123,7 +126,7 @@ class Record:
     completion_tokens: int | None = None
     finish_reason: str | None = None
     text: str = ""
-    outcome: str = "ok"  # ok, refused, expected_400, disconnected, http_error, stream_error, invalid
+    outcome: str = "ok"  # ok, refused, shed, expected_400, disconnected, http_error, stream_error, invalid
     detail: str = ""
 
 
@@ -134,7 +137,8 @@ async def send(client: httpx.AsyncClient, job: Job, schema: dict | None, t0: flo
         async with client.stream("POST", "/v1/chat/completions", json=job.body) as resp:
             rec.status = resp.status_code
             if resp.status_code != 200:
-                classify_refusal(rec, job, (await resp.aread()).decode(errors="replace"))
+                classify_refusal(rec, job, (await resp.aread()).decode(errors="replace"), resp.headers)
+                rec.e2e = time.perf_counter() - began
                 return rec
             await read_sse(resp, rec, began, disconnect=job.kind == "disconnect")
     except (httpx.HTTPError, OSError, ValueError) as exc:  # ValueError: an SSE line that is not JSON
@@ -144,9 +148,10 @@ async def send(client: httpx.AsyncClient, job: Job, schema: dict | None, t0: flo
     return rec
 
 
-def classify_refusal(rec: Record, job: Job, body: str) -> None:
+def classify_refusal(rec: Record, job: Job, body: str, headers) -> None:
     """A 400 for a schema is not a failure: `bad_schema` expects it, a maskbench schema the
-    server does not support is "refused". Everything else that is not a 200 is an error."""
+    server does not support is "refused"; a 429/503 with Retry-After is load shedding
+    ("shed"). Everything else that is not a 200 is an error."""
     rec.detail = body[:500]
     try:
         param = json.loads(body)["error"]["param"] or ""
@@ -156,6 +161,8 @@ def classify_refusal(rec: Record, job: Job, body: str) -> None:
         rec.outcome = "expected_400"
     elif rec.status == 400 and job.schema_name is not None and param.startswith("response_format"):
         rec.outcome = "refused"
+    elif rec.status in (429, 503) and "retry-after" in headers:
+        rec.outcome = "shed"
     else:
         rec.outcome = "http_error"
 
@@ -243,6 +250,14 @@ class Runner:
         bar.close()
         return records, time.perf_counter() - t0
 
+    async def burst(self, count: int, label: str) -> tuple[list, float]:
+        """`count` requests sent at the same moment (the overfill check)."""
+        records, t0 = [], time.perf_counter()
+        bar = tqdm(total=count, desc=label, unit="req", leave=False)
+        await asyncio.gather(*[self.one(t0, bar, records) for _ in range(count)])
+        bar.close()
+        return records, time.perf_counter() - t0
+
     async def open_loop(self, rate: float, label: str) -> tuple[list, float]:
         a, records, t0 = self.args, [], time.perf_counter()
         rng = random.Random(a.seed + int(rate * 1000))
@@ -277,11 +292,11 @@ def summarize(label: str, records: list[Record], wall: float, args) -> dict:
     done = [r for r in records if r.outcome in ("ok", "invalid")]
     good = [r for r in done if r.ttft is not None and r.ttft <= args.slo_ttft
             and (r.tpot or 0.0) <= args.slo_tpot]
-    measured = [r for r in records if r.outcome not in ("refused", "expected_400", "disconnected")]
+    measured = [r for r in records if r.outcome not in ("refused", "shed", "expected_400", "disconnected")]
     constrained_stop = [r for r in done if r.kind == "constrained" and r.finish_reason == "stop"]
     out = {"level": label, "requests": len(records), "wall_s": wall,
            "errors": count("http_error") + count("stream_error"), "invalid": count("invalid"),
-           "refused": count("refused"), "expected_400": count("expected_400"),
+           "refused": count("refused"), "shed": count("shed"), "expected_400": count("expected_400"),
            "disconnected": count("disconnected"), "completed": len(done),
            "statuses": {str(s): sum(r.status == s for r in records) for s in sorted({r.status for r in records}, key=str)},
            "constrained_valid": sum(r.outcome == "ok" for r in constrained_stop),
@@ -292,6 +307,7 @@ def summarize(label: str, records: list[Record], wall: float, args) -> dict:
     for name in ("ttft", "tpot", "e2e"):
         values = [getattr(r, name) for r in done if getattr(r, name) is not None]
         out[name] = {f"p{q}": pct(values, q) for q in (50, 90, 99)}
+    out["shed_latency_p99"] = pct([r.e2e for r in records if r.outcome == "shed" and r.e2e is not None], 99)
     return out
 
 
@@ -300,13 +316,14 @@ def ms(x: float | None) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = [("| level | req | err | refused | 400 ok | disc | TTFT p50/p90/p99 ms | TPOT p50/p90/p99 ms "
+    lines = [("| level | req | err | refused | shed | 400 ok | disc | TTFT p50/p90/p99 ms | TPOT p50/p90/p99 ms "
               "| e2e p50/p90/p99 ms | req/s | out tok/s | SLO met | goodput req/s | JSON valid/invalid/length |"),
-             "|---|" + "---|" * 13]
+             "|---|" + "---|" * 14]
     for r in rows:
         lat = [" / ".join(ms(r[n][f"p{q}"]) for q in (50, 90, 99)) for n in ("ttft", "tpot", "e2e")]
         share = "-" if r["slo_share"] is None else f"{100 * r['slo_share']:.0f}%"
-        lines.append(f"| {r['level']} | {r['requests']} | {r['errors']} | {r['refused']} | {r['expected_400']} "
+        lines.append(f"| {r['level']} | {r['requests']} | {r['errors']} | {r['refused']} | {r.get('shed', 0)} "
+                     f"| {r['expected_400']} "
                      f"| {r['disconnected']} | {lat[0]} | {lat[1]} | {lat[2]} | {r['req_s']:.2f} "
                      f"| {r['output_tok_s']:.1f} | {share} | {r['goodput_req_s']:.2f} "
                      f"| {r['constrained_valid']} / {r['constrained_invalid']} / {r['constrained_length']} |")
@@ -365,6 +382,18 @@ class Server:
             time.sleep(0.5)
         raise SystemExit(f"structgen serve not healthy after {timeout:.0f} s:\n{self.tail()}")
 
+    def rss_mb(self) -> float | None:
+        """The server process's resident memory (Linux, a server started here), else None."""
+        if self.proc is None:
+            return None
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return None
+
     def tail(self, n: int = 4000) -> str:
         return Path(self.log.name).read_text(errors="replace")[-n:] if self.log else ""
 
@@ -416,10 +445,10 @@ def environment(args, server_url: str) -> dict:
             "settings": {k: v for k, v in vars(args).items()}}
 
 
-async def run_levels(args, url: str, workload: Workload) -> tuple[list, dict, list]:
+async def run_levels(args, server: Server, workload: Workload) -> tuple[list, dict, list]:
     timeout = httpx.Timeout(args.request_timeout, connect=10.0)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=server.url, timeout=timeout, limits=limits) as client:
         runner = Runner(client, workload, args)
         jobs: dict[int, Job] = {}
         original = workload.next_job
@@ -432,10 +461,13 @@ async def run_levels(args, url: str, workload: Workload) -> tuple[list, dict, li
         workload.next_job = remembered
         rows, all_records = [], []
         levels = [("c", c) for c in args.concurrency] + [("r", r) for r in args.rates]
+        levels += [("b", args.overfill)] if args.overfill else []
         for mode, value in levels:
-            label = f"concurrency {value}" if mode == "c" else f"rate {value}/s"
-            records, wall = await (runner.closed_loop(value, label) if mode == "c" else runner.open_loop(value, label))
+            label = {"c": f"concurrency {value}", "r": f"rate {value}/s", "b": f"overfill {value}"}[mode]
+            run = {"c": runner.closed_loop, "r": runner.open_loop, "b": runner.burst}[mode]
+            records, wall = await run(value, label)
             rows.append(summarize(label, records, wall, args))
+            rows[-1]["server_rss_mb"] = server.rss_mb()
             print_problems(label, records, jobs)
             all_records += [dict(asdict(r), level=label) for r in records]
         return rows, await check_idle(client), all_records
@@ -462,11 +494,43 @@ def parse_args(argv=None):
     p.add_argument("--request-timeout", type=float, default=300.0)
     p.add_argument("--chaos", action="store_true", help="10%% disconnect mid-stream, 5%% invalid schemas")
     p.add_argument("--quick", action="store_true", help="levels 1,4 with a few requests each, short outputs")
+    p.add_argument("--overfill", type=int, default=0,
+                   help="after the levels, send this many requests at once; a server started here gets "
+                        "--max-num-seqs 4 --max-waiting 4 (unless --server-args set them) so most are shed")
     p.add_argument("--output", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     if args.quick:
         args.concurrency, args.rates, args.requests, args.max_tokens = [1, 4], [], args.requests or 20, 32
+    if args.overfill and not args.url:
+        for option in ("--max-num-seqs", "--max-waiting"):
+            if option not in args.server_args:
+                args.server_args += f" {option} 4"
     return args
+
+
+def memory_check(rows: list[dict]) -> dict | None:
+    """Resident memory flat across the run: after the last level at most 20% + 64 MB above
+    what it was after the first (which has loaded the model and warmed the caches)."""
+    samples = [r["server_rss_mb"] for r in rows if r.get("server_rss_mb") is not None]
+    if len(samples) < 2:
+        return None
+    first, last = samples[0], samples[-1]
+    return {"first_mb": first, "last_mb": last, "samples_mb": samples, "flat": last <= first * 1.2 + 64}
+
+
+SHED_WITHIN_S = 2.0  # a shed request must be answered at least this fast (p99)
+
+
+def overfill_check(row: dict, args) -> dict:
+    """The burst: some requests shed (429/503 + Retry-After) quickly, every admitted one
+    completed, nothing else failed."""
+    shed_p99 = row["shed_latency_p99"]
+    ok = (row["shed"] > 0 and row["errors"] == 0 and row["invalid"] == 0
+          and shed_p99 is not None and shed_p99 <= SHED_WITHIN_S
+          and row["shed"] + row["completed"] + row["refused"] + row["expected_400"] + row["disconnected"]
+          == row["requests"])
+    return {"shed": row["shed"], "completed": row["completed"], "errors": row["errors"],
+            "shed_p99_s": shed_p99, "ok": ok}
 
 
 def main(argv=None) -> int:
@@ -479,15 +543,26 @@ def main(argv=None) -> int:
         print(f"settings: max_tokens={args.max_tokens} constrained_share={args.constrained_share} "
               f"chaos={args.chaos} slo ttft<={args.slo_ttft}s tpot<={args.slo_tpot}s "
               f"{'requests/level=' + str(args.requests) if args.requests else 'duration/level=' + str(args.duration) + 's'}")
-        rows, idle, records = asyncio.run(run_levels(args, server.url, workload))
+        rows, idle, records = asyncio.run(run_levels(args, server, workload))
         server_tail = server.tail(2000)
     print("\n" + table(rows))
     print(f"\nrefused schemas ({len(workload.refused)}): " + ", ".join(sorted(workload.refused)) if workload.refused else "\nrefused schemas: none")
     print(f"server after the run: KV blocks used {idle['kv_blocks_used']} of {idle['kv_blocks_total']}, "
           f"running {idle['running']}, waiting {idle['waiting']} -> {'idle' if idle['idle'] else 'NOT IDLE'}")
-    failures = sum(r["errors"] + r["invalid"] for r in rows) + (not idle["idle"])
+    memory = memory_check(rows)
+    if memory is not None:
+        print(f"server memory: {memory['first_mb']:.0f} MB after the first level, {memory['last_mb']:.0f} MB after "
+              f"the last -> {'flat' if memory['flat'] else 'GROWING'}")
+    overfill = overfill_check(rows[-1], args) if args.overfill else None
+    if overfill is not None:
+        print(f"overfill: {overfill['shed']} of {args.overfill} shed with 429/503 (p99 {ms(overfill['shed_p99_s'])} ms), "
+              f"{overfill['completed']} admitted and completed, {overfill['errors']} errors -> "
+              f"{'ok' if overfill['ok'] else 'FAILED'}")
+    failures = (sum(r["errors"] + r["invalid"] for r in rows) + (not idle["idle"])
+                + (memory is not None and not memory["flat"]) + (overfill is not None and not overfill["ok"]))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({"environment": env, "levels": rows, "server_after": idle,
+                                       "memory": memory, "overfill": overfill,
                                        "refused_schemas": workload.refused, "server_log_tail": server_tail,
                                        "records": records}, indent=1, default=str))
     print(f"wrote {args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output}")

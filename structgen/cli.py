@@ -3,6 +3,7 @@
     structgen generate [--schema JSON_OR_FILE | --regex R | --choice A B ...] PROMPT
     structgen compile  [--regex | --choice] SOURCE ...
     structgen serve    [--port 8000] [--model PATH]  (OpenAI-compatible server)
+    structgen bench    SUITE [--quick] ...            (benchmarks; from a source checkout)
 
 `generate` runs the default model (SmolLM2-135M-Instruct, offline) on the structgen
 engine, every token masked by the compiled grammar; `compile` compiles a grammar for the
@@ -141,6 +142,10 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-body-bytes", type=_positive_int, default=4 << 20)
     serve.add_argument("--no-jump-forward", action="store_true")
     serve.set_defaults(func=_cmd_serve)
+
+    bench = sub.add_parser("bench", add_help=False, help="run the benchmarks (masks, cfg, engine, "
+                           "engine-gpu, constrained, serve, all); `structgen bench --help` for more")
+    bench.set_defaults(func=_cmd_bench)  # its options are parsed by benchmarks/suites.py (see main)
     return parser
 
 
@@ -474,12 +479,30 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    """Hand over to benchmarks/suites.py, which lives beside the package in a source checkout."""
+    checkout = Path(__file__).resolve().parent.parent
+    if not (checkout / "benchmarks" / "suites.py").is_file():
+        raise UsageError("the benchmarks live in structgen's source checkout (benchmarks/), which this "
+                         "installation does not have: clone the repository and pip install -e '.[bench]'")
+    if str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))
+    from benchmarks.suites import main as bench_main
+
+    return bench_main(args.bench_args)
+
+
 # --------------------------------------------------------------------------- entry point
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark runner
+        argv, bench_args = argv[:1], argv[1:]
     args, extra = parser.parse_known_args(argv)
+    if args.command == "bench":
+        args.bench_args = bench_args
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:

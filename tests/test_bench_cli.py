@@ -1,0 +1,66 @@
+"""`structgen bench`: the suites behind one command, on real parts (a real MaskBench run of
+structgen on a user's own schemas), and README's generated Performance tables in step with
+the committed results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def run_structgen(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "structgen.cli", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_bench_help_lists_every_suite():
+    result = run_structgen("bench", "--help")
+    assert result.returncode == 0, result.stderr
+    for suite in ("masks", "cfg", "engine", "engine-gpu", "constrained", "serve", "all"):
+        assert f"\n  {suite} " in result.stdout
+
+
+def test_an_unknown_option_of_a_suite_is_a_usage_error():
+    result = run_structgen("bench", "masks", "--no-such-option", "--no-plots")
+    assert result.returncode != 0
+    assert "--no-such-option" in result.stderr
+
+
+def test_bench_masks_on_my_own_schemas(tmp_path):
+    schemas = tmp_path / "mine"
+    schemas.mkdir()
+    (schemas / "plain.json").write_text(json.dumps(
+        {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}))
+    (schemas / "with_tests.json").write_text(json.dumps({
+        "schema": {"type": "array", "items": {"enum": ["red", "green"]}, "maxItems": 2},
+        "tests": [{"data": ["red", "green"], "valid": True}, {"data": ["blue"], "valid": False}]}))
+    (schemas / "refused.json").write_text(json.dumps({"type": "string", "maxLenght": 3}))
+    results = tmp_path / "results"
+    result = run_structgen("bench", "masks", "--schemas", str(schemas), "--engines", "structgen",
+                           "--results", str(results), "--no-plots")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    report = json.loads((results / "maskbench.json").read_text())
+    by_id = {row["id"]: row["engines"]["structgen"] for row in report["schemas"]}
+    assert by_id["plain.json"]["status"] == "ok" and by_id["plain.json"]["passing"]
+    assert by_id["with_tests.json"]["status"] == "ok" and by_id["with_tests.json"]["passing"]
+    assert by_id["with_tests.json"]["tokens"] > 0
+    assert by_id["refused.json"]["status"] == "compile_error"
+    assert "maxLenght" in by_id["refused.json"]["error"]
+    histogram = report["engines"]["structgen"]["tbm_hist"]
+    assert sum(histogram["counts"]) == report["engines"]["structgen"]["tbm_us"]["n"] > 0
+    assert "| structgen |" in result.stdout  # the markdown table
+
+
+def test_readme_performance_tables_match_the_results():
+    from benchmarks.report import updated_text
+
+    readme = (REPO / "README.md").read_text()
+    regenerated, suites = updated_text(readme, REPO / "benchmarks" / "results")
+    assert regenerated == readme, (f"README.md's generated tables are stale for {suites}: "
+                                   "run `python -m benchmarks.report`")
