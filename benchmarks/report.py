@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -188,7 +189,11 @@ def command(script: str, options: dict) -> str:
                 value = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
             elif isinstance(value, float):
                 value = f"{value:g}"
-            words.append(f"{flag} {value}")
+            value = str(value)
+            if value.startswith("-"):  # e.g. --server-args "--max-num-seqs 64": one argument
+                words.append(f"{flag}={shlex.quote(value)}")
+            else:
+                words.append(f"{flag} {shlex.quote(value)}")
     return " ".join(words)
 
 
