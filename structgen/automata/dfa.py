@@ -10,6 +10,7 @@ Must not know about tokens or the engine.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 
 import numpy as np
 
@@ -64,27 +65,36 @@ class LazyDFA:
         with self._lock:
             if self.expanded[sid]:
                 return
-            nfa = self.nfa
-            ranges = [
-                (lo, hi, item)
-                for item in self._sets[sid]
-                if item is not ACCEPT
-                for lo, hi in nfa.byte_ranges(item)
-            ]
             row = np.full(256, DEAD, dtype=np.int32)
-            if ranges:
-                cuts = sorted({lo for lo, _, _ in ranges} | {hi + 1 for _, hi, _ in ranges})
-                for lo, nxt_lo in zip(cuts, cuts[1:]):
-                    target: set = set()
-                    for a, b, item in ranges:
-                        if a <= lo <= b:
-                            target |= nfa.after(item)
-                    if len(target) > MAX_STATE_ITEMS:
-                        raise too_ambiguous()
-                    if target:
-                        row[lo:nxt_lo] = self._intern(frozenset(target))
+            for lo, hi, target in self._successors(self._sets[sid]):
+                row[lo : hi + 1] = self._intern(target)
             self.table[sid] = row
             self.expanded[sid] = True
+
+    def _successors(self, items: frozenset) -> list[tuple[int, int, frozenset]]:
+        """(lo, hi, next NFA state set) for the byte ranges leaving the set `items`."""
+        nfa = self.nfa
+        leaves = [item for item in items if item is not ACCEPT]
+        if len(leaves) == 1:  # most states: one position, its ranges lead to one set
+            (item,) = leaves
+            target = nfa.after(item)
+            return [(lo, hi, target) for lo, hi in nfa.byte_ranges(item)] if target else []
+        ranges = [(lo, hi, item) for item in leaves for lo, hi in nfa.byte_ranges(item)]
+        # Cut the byte axis where any range starts or ends; each piece between two cuts
+        # leads to the union of the successors of the ranges covering it.
+        cuts = sorted({lo for lo, _, _ in ranges} | {hi + 1 for _, hi, _ in ranges})
+        pieces: list[set] = [set() for _ in cuts]
+        for lo, hi, item in ranges:
+            targets = nfa.after(item)
+            for i in range(bisect_left(cuts, lo), bisect_left(cuts, hi + 1)):
+                pieces[i] |= targets
+        out = []
+        for i, target in enumerate(pieces):
+            if len(target) > MAX_STATE_ITEMS:
+                raise too_ambiguous()
+            if target:
+                out.append((cuts[i], cuts[i + 1] - 1, frozenset(target)))
+        return out
 
     def ensure_expanded(self, sids: np.ndarray) -> None:
         """Expand every state in `sids` (an int array) that is not expanded yet."""

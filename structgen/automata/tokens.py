@@ -68,6 +68,7 @@ class TokenMatrix:
         self.presence = self._byte_presence(start=0)
         self.tail_presence = self._byte_presence(start=1)
         self.slices: dict[tuple[bytes, bytes], "Slice"] = {}
+        self.tails_inside: dict[bytes, np.ndarray] = {}
         self.vocab_size = vocab.vocab_size
         self.eos_ids = np.asarray(sorted(vocab.eos_token_ids), dtype=np.int64)
 
@@ -79,6 +80,20 @@ class TokenMatrix:
             words = (byte >> np.uint64(6)).astype(np.int64)
             np.bitwise_or.at(presence, (rows, words), np.uint64(1) << (byte & np.uint64(63)))
         return presence
+
+
+def _tails_inside(tm: TokenMatrix, loops: np.ndarray) -> np.ndarray:
+    """For every row: whether the token's bytes after the first are all in `loops`.
+    One pass over the vocabulary per distinct loop set, shared by every state and
+    grammar that has it (the bodies of strings and keys have a handful of them)."""
+    key = np.packbits(loops).tobytes()
+    cached = tm.tails_inside.get(key)
+    if cached is None:
+        cached = ~(tm.tail_presence & _outside_bits(loops)).any(axis=1)
+        with _MATRICES_LOCK:
+            if len(tm.tails_inside) < 256:
+                tm.tails_inside[key] = cached
+    return cached
 
 
 def _outside_bits(loops: np.ndarray) -> np.ndarray:
@@ -188,9 +203,8 @@ def _finish_looping(dfa, tm, rows, states, done_rows, done_states):
         loops = dfa.table[state] == state
         if not loops.any():
             continue
-        outside = _outside_bits(loops)
         here = np.flatnonzero(states == state)
-        stays = here[~(tm.tail_presence[rows[here]] & outside).any(axis=1)]
+        stays = here[_tails_inside(tm, loops)[rows[here]]]
         done_rows.append(rows[stays])
         done_states.append(states[stays])
         keep = np.ones(rows.size, dtype=bool)
