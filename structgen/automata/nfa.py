@@ -57,6 +57,7 @@ class LazyNFA:
         self._graph_live: dict[int, tuple[frozenset[int], dict[int, list]]] = {}
         self._closures: dict[tuple, frozenset] = {}
         self._after: dict[tuple, frozenset] = {}
+        self._resumes: dict[int, frozenset] = {}
         self._ref_depth = 0
         self._solve_refs(root)
         self.is_empty_language = not self.nonempty(root)
@@ -265,11 +266,20 @@ class LazyNFA:
             if isinstance(leaf, ir.Bytes) and offset + 1 < len(leaf.data):
                 cached = frozenset([(leaf, offset + 1, cont)])
             else:
-                out: set = set()
-                with _deep_recursion():
-                    self._resume(cont, out, set())
-                cached = frozenset(out)
+                cached = self._resumed(cont)
             self._after[item] = cached
+        return cached
+
+    def _resumed(self, cont: int) -> frozenset:
+        """Items reachable by resuming continuation `cont` (memoized: the leaves of one
+        alternation -- the character classes of a JSON string, say -- share their
+        continuation, and a state holding them all resumes it once)."""
+        cached = self._resumes.get(cont)
+        if cached is None:
+            out: set = set()
+            with _deep_recursion():
+                self._resume(cont, out, set())
+            cached = self._resumes[cont] = frozenset(out)
         return cached
 
 
