@@ -470,7 +470,7 @@ def constrained_table(data: dict) -> str:
     if "validate" in data:
         rows += validate_rows(data["validate"])
     if "baseline" in data:
-        rows.append(baseline_row(data["baseline"]))
+        rows += baseline_rows(data["baseline"])
     return table(["measure", "result"], rows, numeric_from=2)
 
 
@@ -528,11 +528,15 @@ def finished(on: dict, off: dict, max_tokens: int) -> str:
     return text + (f"; {failures} failures listed in the JSON" if failures else "")
 
 
-def baseline_row(r: dict) -> list[str]:
+def baseline_rows(r: dict) -> list[list[str]]:
     invalid = len(r["engine_valid"]["invalid"]), len(r["hf_valid"]["invalid"])
     validity = "both all valid" if invalid == (0, 0) else f"invalid: structgen {invalid[0]}, transformers {invalid[1]}"
-    return [f"{len(r['files'])} function-call requests vs transformers `generate` + xgrammar logits processor "
-            "(one padded batch)", f"{times(r['ratio'])} output tokens/s, {validity}"]
+    rows = [[f"{len(r['files'])} function-call requests vs transformers `generate` + xgrammar logits processor "
+             "(one padded batch)", f"{times(r['ratio'])} output tokens/s, {validity}"]]
+    if "sequential_ratio" in r:  # results before the request-by-request baseline lack it
+        rows.append([f"the same {len(r['files'])} requests vs transformers + xgrammar one request at a time",
+                     f"{times(r['sequential_ratio'])} output tokens/s"])
+    return rows
 
 
 # -- serve (serve.json) ------------------------------------------------------------------
