@@ -1,7 +1,9 @@
 """Property tests of compiled JSON Schemas on the real SmolLM2 vocabulary.
 
 1. Random walks that pick only allowed tokens never get stuck (every prefix stays
-   completable) and every output completed with EOS validates with `jsonschema`.
+   completable) and every output completed with EOS validates with `jsonschema`: on
+   hand-written schemas, and on a sample of MaskBench-dev's real-world ones (validated
+   with the schema's own draft and its format checker).
 2. Instances generated from the schema (hypothesis-jsonschema), serialized the way the
    whitespace mode promises, are accepted token by token.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -17,6 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis_jsonschema import from_schema
 
 import structgen
+from structgen.errors import StructgenError
 
 SCHEMAS = [
     {
@@ -123,3 +127,50 @@ def test_generated_instances_are_accepted(index, smollm2_vocab, smollm2_tokenize
         assert accepts_tokens(flexible, smollm2_tokenizer, json.dumps(value, indent=2)), text
 
     check()
+
+
+MASKBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "maskbench-dev"
+REAL_SCHEMAS = sorted(MASKBENCH.glob("*.json"))
+random.Random(7).shuffle(REAL_SCHEMAS)
+
+
+def closing_tokens(vocab) -> set[int]:
+    """Short tokens that can close a string, an object or an array: walks biased to them
+    finish within their step budget instead of growing one string forever."""
+    return {i for i, b in enumerate(vocab.token_bytes) if b and len(b) <= 3 and any(c in b for c in b'"}],')}
+
+
+@pytest.mark.parametrize("path", REAL_SCHEMAS[:40], ids=lambda p: p.stem)
+def test_random_walks_over_real_schemas_validate(path, smollm2_vocab):
+    schema = json.loads(path.read_text())["schema"]
+    try:
+        grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+    except StructgenError:
+        pytest.skip("refused with a clear error (tests/test_bad_input.py covers refusals)")
+    draft = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator = draft(schema, format_checker=draft.FORMAT_CHECKER)
+    eos = set(smollm2_vocab.eos_token_ids)
+    closers = closing_tokens(smollm2_vocab)
+    rng = random.Random(path.name)
+    completed = 0
+    for _ in range(6):
+        m = grammar.matcher()
+        ids = []
+        for step in range(600):
+            allowed = m.allowed_token_ids().tolist()
+            assert allowed, f"dead end after {decode_ids(smollm2_vocab, ids)!r}"
+            if eos & set(allowed) and rng.random() < 0.7:
+                break
+            # wander first, then head for the end (large schemas nest deeply)
+            near = [t for t in allowed if t in closers] if rng.random() < (0.5 if step < 150 else 0.95) else []
+            tid = rng.choice(near or allowed)
+            if tid in eos:
+                break
+            assert m.accept_token(tid)
+            ids.append(tid)
+        if m.is_accepting():
+            completed += 1
+            text = decode_ids(smollm2_vocab, ids)
+            errors = [e.message for e in validator.iter_errors(json.loads(text))]
+            assert not errors, (text[:300], errors[:3])
+    assert completed > 0
