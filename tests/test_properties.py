@@ -69,32 +69,38 @@ def decode_ids(vocab, ids) -> bytes:
     return b"".join(vocab.token_bytes[i] for i in ids)
 
 
+def random_walk(grammar, vocab, rng: random.Random, steps: int, eos_chance: float, pick) -> bytes | None:
+    """Feed tokens the mask allows, chosen by `pick(allowed ids, step)`, taking EOS with
+    `eos_chance` whenever it is allowed. Asserts the mask never runs empty (no dead end);
+    returns the output when the walk ended with EOS, None when it ran out of steps."""
+    eos = set(vocab.eos_token_ids)
+    m = grammar.matcher()
+    ids = []
+    for step in range(steps):
+        allowed = m.allowed_token_ids().tolist()
+        assert allowed, f"dead end after {decode_ids(vocab, ids)!r}"
+        allowed_eos = eos.intersection(allowed)
+        tid = min(allowed_eos) if allowed_eos and rng.random() < eos_chance else pick(allowed, step)
+        assert m.accept_token(tid)
+        if tid in eos:
+            assert m.is_terminated()
+            return decode_ids(vocab, ids)
+        ids.append(tid)
+    return None
+
+
 @pytest.mark.parametrize("index", range(len(SCHEMAS)))
 def test_random_walks_stay_completable_and_validate(index, smollm2_vocab):
     schema = SCHEMAS[index]
     grammar = structgen.compile_json_schema(schema, smollm2_vocab)
-    eos = set(smollm2_vocab.eos_token_ids)
     rng = random.Random(index)
     completed = 0
     for _ in range(25):
-        m = grammar.matcher()
-        ids = []
-        for _ in range(120):
-            allowed = m.allowed_token_ids().tolist()
-            assert allowed, f"dead end after {decode_ids(smollm2_vocab, ids)!r}"
-            # Prefer EOS once allowed so that walks finish; otherwise pick uniformly.
-            if eos & set(allowed) and rng.random() < 0.5:
-                assert m.accept_token(next(iter(eos & set(allowed))))
-                break
-            tid = rng.choice(allowed)
-            assert m.accept_token(tid)
-            if tid in eos:
-                break
-            ids.append(tid)
-        if m.is_terminated():
+        # Prefer EOS once allowed so that walks finish; otherwise pick uniformly.
+        text = random_walk(grammar, smollm2_vocab, rng, 120, 0.5, lambda allowed, _: rng.choice(allowed))
+        if text is not None:
             completed += 1
-            value = json.loads(decode_ids(smollm2_vocab, ids))
-            jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator)
+            jsonschema.validate(json.loads(text), schema, cls=jsonschema.Draft202012Validator)
     assert completed > 0
 
 
@@ -149,28 +155,22 @@ def test_random_walks_over_real_schemas_validate(path, smollm2_vocab):
         pytest.skip("refused with a clear error (tests/test_bad_input.py covers refusals)")
     draft = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     validator = draft(schema, format_checker=draft.FORMAT_CHECKER)
-    eos = set(smollm2_vocab.eos_token_ids)
     closers = closing_tokens(smollm2_vocab)
     rng = random.Random(path.name)
+
+    def pick(allowed, step):
+        # wander first, then head for the end (large schemas nest deeply)
+        if rng.random() < (0.5 if step < 150 else 0.95):
+            near = [t for t in allowed if t in closers]
+            if near:
+                return rng.choice(near)
+        return rng.choice(allowed)
+
     completed = 0
     for _ in range(6):
-        m = grammar.matcher()
-        ids = []
-        for step in range(600):
-            allowed = m.allowed_token_ids().tolist()
-            assert allowed, f"dead end after {decode_ids(smollm2_vocab, ids)!r}"
-            if eos & set(allowed) and rng.random() < 0.7:
-                break
-            # wander first, then head for the end (large schemas nest deeply)
-            near = [t for t in allowed if t in closers] if rng.random() < (0.5 if step < 150 else 0.95) else []
-            tid = rng.choice(near or allowed)
-            if tid in eos:
-                break
-            assert m.accept_token(tid)
-            ids.append(tid)
-        if m.is_accepting():
+        text = random_walk(grammar, smollm2_vocab, rng, 600, 0.7, pick)
+        if text is not None:
             completed += 1
-            text = decode_ids(smollm2_vocab, ids)
             errors = [e.message for e in validator.iter_errors(json.loads(text))]
             assert not errors, (text[:300], errors[:3])
     assert completed > 0
