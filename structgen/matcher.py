@@ -18,7 +18,7 @@ from structgen.automata.tokens import (
     bitmask_words,
     pack_ids,
     state_tokens,
-    token_matrix,
+    token_trie,
 )
 
 _TERMINATED = -3  # pushed on the state stack when EOS is accepted
@@ -40,7 +40,7 @@ class CompiledGrammar:
         self.vocab = vocab
         self.dfa = dfa
         self.stats = dict(stats or {})
-        self._tm = token_matrix(vocab)
+        self._trie = token_trie(vocab)
         self._tables: dict[int, StateTokens] = {}
         self._lock = threading.Lock()
         eos = sorted(vocab.eos_token_ids)
@@ -71,7 +71,7 @@ class CompiledGrammar:
             with self._lock, self.dfa._lock:
                 table = self._tables.get(sid)
                 if table is None:
-                    table = state_tokens(self.dfa, self._tm, sid)
+                    table = state_tokens(self.dfa, self._trie, sid)
                     self._tables[sid] = table
         return table
 

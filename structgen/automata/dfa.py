@@ -2,7 +2,8 @@
 
 Owns: subset construction on demand (a DFA state is a set of NFA states, built the
 first time something steps into it), the `[states, 256]` int32 table the token walker
-gathers from, accepting flags and forced byte spans. Thread-safe: one lock guards
+reads, per state the bytes that loop on it (a 256-bit set), accepting flags and forced
+byte spans. Thread-safe: one lock guards
 expansion; readers only look at rows already marked expanded.
 Must not know about tokens or the engine.
 """
@@ -30,6 +31,7 @@ class LazyDFA:
         self._lock = threading.RLock()
         self.table = np.full((64, 256), UNEXPANDED, dtype=np.int32)
         self.expanded = np.zeros(64, dtype=bool)
+        self.loops = np.zeros((64, 4), dtype=np.uint64)  # bytes b with table[s, b] == s
         self.accepting = np.zeros(64, dtype=bool)
         self._forced: dict[int, bytes] = {}
         self._has_exits: dict[int, bool] = {}
@@ -52,6 +54,7 @@ class LazyDFA:
             grow = self.table.shape[0]
             self.table = np.concatenate([self.table, np.full((grow, 256), UNEXPANDED, np.int32)])
             self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
+            self.loops = np.concatenate([self.loops, np.zeros((grow, 4), np.uint64)])
             self.accepting = np.concatenate([self.accepting, np.zeros(grow, bool)])
         self._sets.append(nfa_states)
         self._index[nfa_states] = sid
@@ -65,10 +68,16 @@ class LazyDFA:
         with self._lock:
             if self.expanded[sid]:
                 return
-            row = np.full(256, DEAD, dtype=np.int32)
+            row = self.table[sid]
+            row[:] = DEAD
+            loops = False
             for lo, hi, target in self._successors(self._sets[sid]):
-                row[lo : hi + 1] = self._intern(target)
-            self.table[sid] = row
+                nxt = self._intern(target)  # may grow (replace) self.table
+                row = self.table[sid]
+                row[lo : hi + 1] = nxt
+                loops = loops or nxt == sid
+            if loops:
+                self.loops[sid] = np.packbits(row == sid, bitorder="little").view("<u8")
             self.expanded[sid] = True
 
     def _successors(self, items: frozenset) -> list[tuple[int, int, frozenset]]:
@@ -95,13 +104,6 @@ class LazyDFA:
             if target:
                 out.append((cuts[i], cuts[i + 1] - 1, frozenset(target)))
         return out
-
-    def ensure_expanded(self, sids: np.ndarray) -> None:
-        """Expand every state in `sids` (an int array) that is not expanded yet."""
-        missing = sids[~self.expanded[sids]]
-        if missing.size:
-            for sid in np.unique(missing).tolist():
-                self.expand(sid)
 
     def step(self, sid: int, byte: int) -> int:
         self.expand(sid)

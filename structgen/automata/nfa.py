@@ -21,7 +21,6 @@ Must not know about tokens, vocabularies or the engine.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 
 from structgen.errors import GrammarTooLargeError
@@ -37,15 +36,22 @@ ACCEPT = ("accept",)  # the item standing for "the whole input matched"
 DONE = 0  # the empty continuation
 
 
-@contextlib.contextmanager
-def _deep_recursion(limit: int = 50_000):
-    """Closures recurse along the IR's nesting; deep schemas need more than the default."""
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, limit))
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(old)
+class _deep_recursion:
+    """Closures recurse along the IR's nesting; deep schemas need more than the default
+    recursion limit. A plain class, not contextlib: it is entered once per new
+    continuation, tens of thousands of times while a grammar warms up."""
+
+    __slots__ = ("old",)
+    LIMIT = 50_000
+
+    def __enter__(self) -> None:
+        self.old = sys.getrecursionlimit()
+        if self.old < self.LIMIT:
+            sys.setrecursionlimit(self.LIMIT)
+
+    def __exit__(self, *exc) -> None:
+        if self.old < self.LIMIT:
+            sys.setrecursionlimit(self.old)
 
 
 class LazyNFA:

@@ -1,9 +1,20 @@
-"""From byte automata to token masks: which token ids a DFA state allows, and where each leads.
+"""From byte automata to token masks: which token ids a DFA state allows.
 
-Owns: the per-vocabulary token byte matrix (built once per vocabulary and shared by every
-grammar), the vectorized walk of all tokens through a lazy DFA from one state, and the
-packed int32 bitmask rows. Must not know about the engine; knows vocabularies only through
-`token_bytes`, `special_ids`, `eos_token_ids` and `vocab_size`.
+Owns: the per-vocabulary token trie (built once per vocabulary and shared by every
+grammar), the compiled walk of that trie through a lazy DFA from one state, and the
+packed int32 bitmask rows. Must not know about the engine; knows vocabularies only
+through `token_bytes`, `special_ids`, `eos_token_ids` and `vocab_size`.
+
+The walk is the first-visit cost of every grammar state, so it runs as machine code
+(numba): a depth-first walk of the trie in which a token is allowed when the DFA
+survives all its bytes. Two things keep it short:
+  * a trie node is visited once however many tokens share its prefix, and a dead
+    transition prunes the whole subtree below it;
+  * where the DFA state at a node loops on every byte that occurs below the node (the
+    body of a JSON string, a digit run), every token below it is allowed and ends in
+    that same state: the subtree is taken whole, as one range of tokens in trie order.
+The DFA is lazy: the walk stops at states whose rows are not built yet and hands them
+back; they are expanded in Python and the walk resumes from where it stopped.
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from structgen.automata.dfa import LazyDFA
@@ -22,99 +34,145 @@ def bitmask_words(vocab_size: int) -> int:
 
 def pack_ids(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
     """int32 words, bit (id % 32) of word (id // 32) set for each id."""
-    nwords = bitmask_words(vocab_size)
-    if token_ids.size < 4096:
-        words = np.zeros(nwords, dtype=np.uint32)
-        ids = token_ids.astype(np.int64)
-        np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
-        return words.view(np.int32)
-    nbits = nwords * 32
-    flags = np.zeros(nbits, dtype=bool)
-    flags[token_ids] = True
-    return np.packbits(flags, bitorder="little").view("<u4").astype(np.uint32).view(np.int32)
+    words = np.zeros(bitmask_words(vocab_size), dtype=np.uint32)
+    ids = np.asarray(token_ids, dtype=np.int64)
+    np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
+    return words.view(np.int32)
 
 
-class TokenMatrix:
-    """All normal (non-special, non-empty) tokens of a vocabulary as a byte matrix,
-    sorted by length so that "tokens longer than j" is a suffix of the rows."""
+class TokenTrie:
+    """The normal (non-special, non-empty) tokens of a vocabulary as a byte trie.
+
+    Nodes are numbered in depth-first preorder with children in byte order, so the
+    tokens of a subtree are one contiguous range of `token_ids` (the tokens sorted by
+    their bytes): node n's own tokens are `token_ids[token_start[n]:token_start[n+1]]`
+    and everything strictly below it is `token_ids[token_start[n+1]:token_start[end[n]]]`.
+    """
 
     def __init__(self, vocab):
-        lengths = []
-        ids = []
         special = set(vocab.special_ids)
-        for tid, data in enumerate(vocab.token_bytes):
-            if data and tid not in special:
-                ids.append(tid)
-                lengths.append(len(data))
-        order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
-        self.token_ids = np.asarray(ids, dtype=np.int64)[order]
-        self.lengths = np.asarray(lengths, dtype=np.int64)[order]
-        self.max_len = int(self.lengths[-1]) if len(self.lengths) else 0
-        mat = np.zeros((len(self.token_ids), max(self.max_len, 1)), dtype=np.uint8)
-        for row, tid in enumerate(self.token_ids.tolist()):
-            data = vocab.token_bytes[tid]
-            mat[row, : len(data)] = np.frombuffer(data, dtype=np.uint8)
-        self.matrix = mat
-        # Column j as its own contiguous array: the walk gathers one column per step.
-        self.columns = [np.ascontiguousarray(mat[:, j]) for j in range(mat.shape[1])]
-        # Rows by first byte: a state that admits few first bytes walks only those rows.
-        first = self.columns[0] if len(self.token_ids) else np.zeros(0, np.uint8)
-        self.rows_by_first_byte = [np.flatnonzero(first == b) for b in range(256)]
-        self.count_by_first_byte = np.array([len(r) for r in self.rows_by_first_byte])
-        # Which byte values occur in each token (and in its bytes after the first), as
-        # 256-bit sets (4 x uint64): lets a walk skip tokens whose (remaining) bytes all
-        # loop on the state they are in -- the bodies of JSON strings, digit runs, keys
-        # past the declared names -- which end where they began.
-        self.presence = self._byte_presence(start=0)
-        self.tail_presence = self._byte_presence(start=1)
-        self.slices: dict[tuple[bytes, bytes], "Slice"] = {}
-        self.tails_inside: dict[bytes, np.ndarray] = {}
+        tokens = sorted((data, tid) for tid, data in enumerate(vocab.token_bytes) if data and tid not in special)
+        parent, byte, node_of_token = [-1], [0], []
+        path = [0]  # path[d]: the node of the current token's first d bytes
+        previous = b""
+        for data, _ in tokens:
+            common = 0
+            limit = min(len(data), len(previous))
+            while common < limit and data[common] == previous[common]:
+                common += 1
+            del path[common + 1 :]
+            for b in data[common:]:
+                parent.append(path[-1])
+                byte.append(b)
+                path.append(len(parent) - 1)
+            node_of_token.append(path[-1])
+            previous = data
+        n_nodes = len(parent)
+        parent_arr = np.asarray(parent, dtype=np.int64)
+        byte_arr = np.asarray(byte, dtype=np.uint8)
+        self.num_nodes = n_nodes
+        self.token_ids = np.asarray([tid for _, tid in tokens], dtype=np.int32)
+        self.token_start = np.searchsorted(np.asarray(node_of_token, dtype=np.int64), np.arange(n_nodes + 1)).astype(np.int32)
+        # Children as CSR edges grouped by parent; preorder already lists them in byte order.
+        children = np.argsort(parent_arr[1:], kind="stable") + 1
+        self.edge_start = np.searchsorted(parent_arr[children], np.arange(n_nodes + 1)).astype(np.int32)
+        self.edge_child = children.astype(np.int32)
+        self.edge_byte = byte_arr[children]
+        self.subtree_end, self.below = _subtree_facts(parent_arr, byte_arr)
         self.vocab_size = vocab.vocab_size
         self.eos_ids = np.asarray(sorted(vocab.eos_token_ids), dtype=np.int64)
 
-    def _byte_presence(self, start: int) -> np.ndarray:
-        presence = np.zeros((len(self.token_ids), 4), dtype=np.uint64)
-        for j in range(start, len(self.columns)):
-            rows = np.flatnonzero(self.lengths > j)
-            byte = self.columns[j][rows].astype(np.uint64)
-            words = (byte >> np.uint64(6)).astype(np.int64)
-            np.bitwise_or.at(presence, (rows, words), np.uint64(1) << (byte & np.uint64(63)))
-        return presence
+
+@numba.njit(cache=True)
+def _subtree_facts(parent, byte):
+    """Per node: one past its last descendant (preorder), and the set of bytes on the
+    edges below it as 4 x 64 bits."""
+    n = parent.size
+    end = np.arange(1, n + 1).astype(np.int32)
+    below = np.zeros((n, 4), dtype=np.uint64)
+    for node in range(n - 1, 0, -1):  # children come after their parent in preorder
+        p = parent[node]
+        end[p] = max(end[p], end[node])
+        b = byte[node]
+        below[p, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        for w in range(4):
+            below[p, w] |= below[node, w]
+    return end, below
 
 
-def _tails_inside(tm: TokenMatrix, loops: np.ndarray) -> np.ndarray:
-    """For every row: whether the token's bytes after the first are all in `loops`.
-    One pass over the vocabulary per distinct loop set, shared by every state and
-    grammar that has it (the bodies of strings and keys have a handful of them)."""
-    key = np.packbits(loops).tobytes()
-    cached = tm.tails_inside.get(key)
-    if cached is None:
-        cached = ~(tm.tail_presence & _outside_bits(loops)).any(axis=1)
-        with _MATRICES_LOCK:
-            if len(tm.tails_inside) < 256:
-                tm.tails_inside[key] = cached
-    return cached
+_TRIES: dict[str, TokenTrie] = {}
+_TRIES_LOCK = threading.Lock()
 
 
-def _outside_bits(loops: np.ndarray) -> np.ndarray:
-    """The bytes NOT in a 256-entry boolean set, as 4 x uint64, ready to test token
-    byte sets against: `(presence & outside).any(axis=1)` is False for tokens inside."""
-    return ~np.packbits(loops, bitorder="little").view("<u8")
-
-
-_MATRICES: dict[str, TokenMatrix] = {}
-_MATRICES_LOCK = threading.Lock()
-
-
-def token_matrix(vocab) -> TokenMatrix:
-    """The shared TokenMatrix of a vocabulary (built once per vocabulary fingerprint)."""
+def token_trie(vocab) -> TokenTrie:
+    """The shared TokenTrie of a vocabulary (built once per vocabulary fingerprint)."""
     key = vocab.fingerprint
-    with _MATRICES_LOCK:
-        tm = _MATRICES.get(key)
-        if tm is None:
-            tm = TokenMatrix(vocab)
-            _MATRICES[key] = tm
-        return tm
+    with _TRIES_LOCK:
+        trie = _TRIES.get(key)
+        if trie is None:
+            trie = TokenTrie(vocab)
+            _TRIES[key] = trie
+        return trie
+
+
+@numba.njit(nogil=True, cache=True)
+def _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
+          start_nodes, start_states, words):
+    """Walk the trie from (node, DFA state) pairs whose node's own tokens are already
+    counted. Sets the bit of every allowed token in `words`; returns how many, and the
+    (node, state) pairs it stopped at because their state's row is not built yet."""
+    capacity = start_nodes.size + 4096  # small: large blocks cost a page fault per call
+    stack_nodes = np.empty(capacity, dtype=np.int64)
+    stack_states = np.empty(capacity, dtype=np.int64)
+    blocked_nodes = np.empty(256, dtype=np.int64)
+    blocked_states = np.empty(256, dtype=np.int64)
+    top = 0
+    for i in range(start_nodes.size):
+        stack_nodes[top] = start_nodes[i]
+        stack_states[top] = start_states[i]
+        top += 1
+    n_blocked = 0
+    count = 0
+    while top:
+        top -= 1
+        node = stack_nodes[top]
+        state = stack_states[top]
+        if not expanded[state]:
+            if n_blocked == blocked_nodes.size:
+                blocked_nodes = np.concatenate((blocked_nodes, np.empty_like(blocked_nodes)))
+                blocked_states = np.concatenate((blocked_states, np.empty_like(blocked_states)))
+            blocked_nodes[n_blocked] = node
+            blocked_states[n_blocked] = state
+            n_blocked += 1
+            continue
+        looping = True
+        for w in range(4):
+            if below[node, w] & ~loops[state, w]:
+                looping = False
+                break
+        if looping:  # every token below stays in `state`
+            for r in range(token_start[node + 1], token_start[subtree_end[node]]):
+                tid = token_ids[r]
+                words[tid >> 5] |= np.uint32(1) << np.uint32(tid & 31)
+            count += token_start[subtree_end[node]] - token_start[node + 1]
+            continue
+        for e in range(edge_start[node], edge_start[node + 1]):
+            nxt = table[state, edge_byte[e]]
+            if nxt < 0:
+                continue
+            child = edge_child[e]
+            for r in range(token_start[child], token_start[child + 1]):
+                tid = token_ids[r]
+                words[tid >> 5] |= np.uint32(1) << np.uint32(tid & 31)
+            count += token_start[child + 1] - token_start[child]
+            if subtree_end[child] > child + 1:
+                if top == stack_nodes.size:
+                    stack_nodes = np.concatenate((stack_nodes, np.empty_like(stack_nodes)))
+                    stack_states = np.concatenate((stack_states, np.empty_like(stack_states)))
+                stack_nodes[top] = child
+                stack_states[top] = nxt
+                top += 1
+    return count, blocked_nodes[:n_blocked].copy(), blocked_states[:n_blocked].copy()
 
 
 @dataclass(frozen=True)
@@ -129,96 +187,23 @@ class StateTokens:
     next_state: dict[int, int] = field(default_factory=dict, compare=False)
 
 
-@dataclass(frozen=True)
-class Slice:
-    """For states with the same first-byte set and self-loop byte set: the tokens made
-    only of self-loop bytes (allowed, ending where they began: `inside_*`) and the rows
-    that must still be walked. Shared by every such state of every grammar."""
-
-    walk_rows: np.ndarray
-    inside_ids: np.ndarray
-    inside_words: np.ndarray
-
-
-def _slice(tm: TokenMatrix, first_ok: np.ndarray, loops: np.ndarray) -> Slice:
-    key = (np.packbits(first_ok).tobytes(), np.packbits(loops).tobytes())
-    cached = tm.slices.get(key)
-    if cached is not None:
-        return cached
-    n = len(tm.token_ids)
-    if tm.count_by_first_byte[first_ok].sum() * 4 < n:
-        buckets = [tm.rows_by_first_byte[b] for b in np.flatnonzero(first_ok)]
-        rows = np.sort(np.concatenate(buckets)) if buckets else np.zeros(0, np.int64)
-    else:
-        rows = np.flatnonzero(first_ok[tm.columns[0]])
-    inside = np.zeros(0, np.int64)
-    if loops.any():
-        outside = _outside_bits(loops)
-        stays = ~(tm.presence[rows] & outside).any(axis=1)
-        inside, rows = rows[stays], rows[~stays]
-    inside_ids = tm.token_ids[inside]
-    result = Slice(rows, inside_ids, pack_ids(inside_ids, tm.vocab_size))
-    with _MATRICES_LOCK:
-        if len(tm.slices) < 4096:
-            tm.slices[key] = result
-    return result
-
-
-def walk_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> tuple[Slice, np.ndarray, np.ndarray]:
-    """Run every token from state `sid`. Returns the state's slice (tokens that loop on
-    `sid` without being walked) and (token ids, end states) of the walked tokens that stay
-    inside the language. Vectorized: one gather per byte position."""
+def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int) -> StateTokens:
+    """The tokens DFA state `sid` allows, expanding the DFA rows the walk needs."""
     dfa.expand(sid)
-    row = dfa.table[sid]
-    piece = _slice(tm, row >= 0, row == sid)
-    rows = piece.walk_rows
-    states = row[tm.columns[0][rows]]
-    done_rows, done_states = [], []
-    for j in range(1, tm.max_len + 1):
-        # rows (sorted by length) that end at byte j are a prefix of `rows`.
-        k = int(np.searchsorted(tm.lengths[rows], j, side="right"))
-        if k:
-            done_rows.append(rows[:k])
-            done_states.append(states[:k])
-            rows, states = rows[k:], states[k:]
-        if rows.size == 0 or j == tm.max_len:
-            break
-        dfa.ensure_expanded(states)
-        if j == 1 and rows.size > 512:
-            rows, states = _finish_looping(dfa, tm, rows, states, done_rows, done_states)
-        states = dfa.table[states, tm.columns[j][rows]]
-        keep = states >= 0
-        rows, states = rows[keep], states[keep]
-    if not done_rows:
-        return piece, np.zeros(0, np.int64), np.zeros(0, np.int32)
-    return piece, tm.token_ids[np.concatenate(done_rows)], np.concatenate(done_states)
-
-
-def _finish_looping(dfa, tm, rows, states, done_rows, done_states):
-    """After the first byte: tokens whose remaining bytes all loop on the state they
-    reached end there. Checked for the states many tokens reached (e.g. the body of a
-    key after its opening quote); the other rows are returned to be walked on."""
-    counts = np.bincount(states)
-    for state in np.flatnonzero(counts > 256).tolist():
-        loops = dfa.table[state] == state
-        if not loops.any():
-            continue
-        here = np.flatnonzero(states == state)
-        stays = here[_tails_inside(tm, loops)[rows[here]]]
-        done_rows.append(rows[stays])
-        done_states.append(states[stays])
-        keep = np.ones(rows.size, dtype=bool)
-        keep[stays] = False
-        rows, states = rows[keep], states[keep]
-    return rows, states
-
-
-def state_tokens(dfa: LazyDFA, tm: TokenMatrix, sid: int) -> StateTokens:
-    piece, ids, ends = walk_tokens(dfa, tm, sid)
-    extra = ids
-    if dfa.accepting[sid] and tm.eos_ids.size:
-        extra = np.concatenate([ids, tm.eos_ids])
-    words = pack_ids(extra, tm.vocab_size)
-    if piece.inside_ids.size:
-        words = words | piece.inside_words
-    return StateTokens(words=words, num_allowed=int(extra.size + piece.inside_ids.size))
+    words = np.zeros(bitmask_words(trie.vocab_size), dtype=np.uint32)
+    nodes = np.zeros(1, dtype=np.int64)
+    states = np.full(1, sid, dtype=np.int64)
+    allowed = 0
+    while nodes.size:
+        count, nodes, states = _walk(
+            dfa.table, dfa.expanded, dfa.loops, trie.edge_start, trie.edge_byte, trie.edge_child,
+            trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words,
+        )
+        allowed += count
+        for state in np.unique(states).tolist():
+            dfa.expand(state)
+    words = words.view(np.int32)
+    if dfa.accepting[sid] and trie.eos_ids.size:
+        words |= pack_ids(trie.eos_ids, trie.vocab_size)
+        allowed += trie.eos_ids.size
+    return StateTokens(words=words, num_allowed=allowed)
