@@ -88,21 +88,28 @@ class LazyDFA:
             (item,) = leaves
             target = nfa.after(item)
             return [(lo, hi, target) for lo, hi in nfa.byte_ranges(item)] if target else []
-        ranges = [(lo, hi, item) for item in leaves for lo, hi in nfa.byte_ranges(item)]
+        ranges = [(lo, hi, k) for k, item in enumerate(leaves) for lo, hi in nfa.byte_ranges(item)]
         # Cut the byte axis where any range starts or ends; each piece between two cuts
-        # leads to the union of the successors of the ranges covering it.
+        # leads to the union of the successors of the leaves covering it. Pieces covered
+        # by the same leaves (most of them: the letters of a string body) share one union.
         cuts = sorted({lo for lo, _, _ in ranges} | {hi + 1 for _, hi, _ in ranges})
-        pieces: list[set] = [set() for _ in cuts]
-        for lo, hi, item in ranges:
-            targets = nfa.after(item)
+        covering: list[list[int]] = [[] for _ in cuts]
+        for lo, hi, k in ranges:
             for i in range(bisect_left(cuts, lo), bisect_left(cuts, hi + 1)):
-                pieces[i] |= targets
+                covering[i].append(k)
+        unions: dict[tuple[int, ...], frozenset] = {}
         out = []
-        for i, target in enumerate(pieces):
-            if len(target) > MAX_STATE_ITEMS:
-                raise too_ambiguous()
+        for i, ks in enumerate(covering):
+            if not ks:
+                continue
+            key = tuple(ks)
+            target = unions.get(key)
+            if target is None:
+                target = unions[key] = frozenset().union(*(nfa.after(leaves[k]) for k in ks))
+                if len(target) > MAX_STATE_ITEMS:
+                    raise too_ambiguous()
             if target:
-                out.append((cuts[i], cuts[i + 1] - 1, frozenset(target)))
+                out.append((cuts[i], cuts[i + 1] - 1, target))
         return out
 
     def step(self, sid: int, byte: int) -> int:

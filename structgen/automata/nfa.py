@@ -3,7 +3,8 @@
 Owns: the NFA view of an `ir.Node` tree, built on demand. An NFA state ("item") is a
 leaf of the tree -- a byte of a `Bytes` literal or a `ByteSet` -- together with its
 continuation: an interned chain of frames saying what comes after (the rest of a
-`Concat`, the next iteration of a `Repeat`, the next state of a `Graph`). Nothing is
+`Concat`, or its last item alone, the next iteration of a `Repeat`, the next state of a
+`Graph`). Nothing is
 expanded before a DFA state steps into it, so a schema whose "any value" branches are
 never taken costs nothing for them, and shared subtrees are never copied.
 
@@ -151,6 +152,11 @@ class LazyNFA:
         just `parent`: no frame, so right (tail) recursion never deepens the stack."""
         if index >= len(concat.items):
             return parent
+        if index == len(concat.items) - 1:
+            # "enter the last item, then parent": keyed by that item alone, so Concats that
+            # end in the same node (the free tail of an object key after any of its
+            # prefixes) share one continuation, and its closure is computed once.
+            return self._push("L", concat.items[index], 0, parent)
         return self._push("C", concat, index, parent)
 
     @property
@@ -226,6 +232,8 @@ class LazyNFA:
                 self._enter(node.items[index], self._then(node, index + 1, parent), out, seen)
             else:
                 self._resume(parent, out, seen)
+        elif kind == "L":
+            self._enter(node, parent, out, seen)
         elif kind == "R":
             self._repeat(node, index, parent, out, seen)
         else:  # "G"
