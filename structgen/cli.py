@@ -462,6 +462,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server.app import create_app
+    from structgen.compiler import compile_choice
     from structgen.engine.async_engine import AsyncEngine
     from structgen.engine.engine import Engine
 
@@ -472,6 +473,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     runner = AsyncEngine(engine, max_waiting=args.max_waiting)
     app = create_app(runner, model_name=args.served_model_name, api_key=args.api_key,
                      max_body_bytes=args.max_body_bytes)
+    # The grammar layer's token trie of this vocabulary and its compiled walk, built now
+    # rather than inside the first constrained request.
+    compile_choice(["ready"], engine.vocab).matcher().allowed_token_ids()
     # What is loaded by now (torch, transformers, the model, the vocabulary: ~370k objects)
     # lives as long as the server; each full garbage collection scanned it for ~200 ms, a
     # stall of every stream. Frozen, the collector skips it.
