@@ -116,6 +116,20 @@ def token_trie(vocab) -> TokenTrie:
 
 
 @numba.njit(nogil=True, cache=True)
+def _allow(words, token_ids, lo, hi):
+    """Set the bits of the tokens `token_ids[lo:hi]` in `words`; returns how many."""
+    for r in range(lo, hi):
+        tid = token_ids[r]
+        words[tid >> 5] |= np.uint32(1) << np.uint32(tid & 31)
+    return hi - lo
+
+
+@numba.njit(nogil=True, cache=True)
+def _doubled(a):
+    return np.concatenate((a, np.empty_like(a)))
+
+
+@numba.njit(nogil=True, cache=True)
 def _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
           start_nodes, start_states, words):
     """Walk the trie from (node, DFA state) pairs whose node's own tokens are already
@@ -139,8 +153,7 @@ def _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start
         state = stack_states[top]
         if not expanded[state]:
             if n_blocked == blocked_nodes.size:
-                blocked_nodes = np.concatenate((blocked_nodes, np.empty_like(blocked_nodes)))
-                blocked_states = np.concatenate((blocked_states, np.empty_like(blocked_states)))
+                blocked_nodes, blocked_states = _doubled(blocked_nodes), _doubled(blocked_states)
             blocked_nodes[n_blocked] = node
             blocked_states[n_blocked] = state
             n_blocked += 1
@@ -151,24 +164,17 @@ def _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start
                 looping = False
                 break
         if looping:  # every token below stays in `state`
-            for r in range(token_start[node + 1], token_start[subtree_end[node]]):
-                tid = token_ids[r]
-                words[tid >> 5] |= np.uint32(1) << np.uint32(tid & 31)
-            count += token_start[subtree_end[node]] - token_start[node + 1]
+            count += _allow(words, token_ids, token_start[node + 1], token_start[subtree_end[node]])
             continue
         for e in range(edge_start[node], edge_start[node + 1]):
             nxt = table[state, edge_byte[e]]
             if nxt < 0:
                 continue
             child = edge_child[e]
-            for r in range(token_start[child], token_start[child + 1]):
-                tid = token_ids[r]
-                words[tid >> 5] |= np.uint32(1) << np.uint32(tid & 31)
-            count += token_start[child + 1] - token_start[child]
+            count += _allow(words, token_ids, token_start[child], token_start[child + 1])
             if subtree_end[child] > child + 1:
                 if top == stack_nodes.size:
-                    stack_nodes = np.concatenate((stack_nodes, np.empty_like(stack_nodes)))
-                    stack_states = np.concatenate((stack_states, np.empty_like(stack_states)))
+                    stack_nodes, stack_states = _doubled(stack_nodes), _doubled(stack_states)
                 stack_nodes[top] = child
                 stack_states[top] = nxt
                 top += 1
