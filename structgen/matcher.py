@@ -16,7 +16,6 @@ from structgen.automata.dfa import DEAD, LazyDFA
 from structgen.automata.tokens import (
     StateTokens,
     bitmask_words,
-    pack_ids,
     state_tokens,
     token_trie,
 )
@@ -46,7 +45,7 @@ class CompiledGrammar:
         eos = sorted(vocab.eos_token_ids)
         self._eos = frozenset(eos)
         self._token_bytes = vocab.token_bytes
-        self._eos_words = pack_ids(np.asarray(eos, dtype=np.int64), vocab.vocab_size)
+        self._eos_words = self._trie.eos_words  # shared per vocabulary: only ever copied from
         self._empty_words = np.zeros_like(self._eos_words)
 
     @property

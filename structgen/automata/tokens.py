@@ -70,7 +70,6 @@ class TokenTrie:
         n_nodes = len(parent)
         parent_arr = np.asarray(parent, dtype=np.int64)
         byte_arr = np.asarray(byte, dtype=np.uint8)
-        self.num_nodes = n_nodes
         self.token_ids = np.asarray([tid for _, tid in tokens], dtype=np.int32)
         self.token_start = np.searchsorted(np.asarray(node_of_token, dtype=np.int64), np.arange(n_nodes + 1)).astype(np.int32)
         # Children as CSR edges grouped by parent; preorder already lists them in byte order.
@@ -81,6 +80,7 @@ class TokenTrie:
         self.subtree_end, self.below = _subtree_facts(parent_arr, byte_arr)
         self.vocab_size = vocab.vocab_size
         self.eos_ids = np.asarray(sorted(vocab.eos_token_ids), dtype=np.int64)
+        self.eos_words = pack_ids(self.eos_ids, vocab.vocab_size)
 
 
 @numba.njit(cache=True)
@@ -210,6 +210,6 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int) -> StateTokens:
             dfa.expand(state)
     words = words.view(np.int32)
     if dfa.accepting[sid] and trie.eos_ids.size:
-        words |= pack_ids(trie.eos_ids, trie.vocab_size)
+        words |= trie.eos_words
         allowed += trie.eos_ids.size
     return StateTokens(words=words, num_allowed=allowed)
