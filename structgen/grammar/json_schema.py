@@ -78,6 +78,7 @@ limited ones where they cannot be enforced soundly.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import time
@@ -2924,6 +2925,15 @@ class _Compiler:
         return ir.alt(*classes) if classes else None
 
 
+@functools.lru_cache(maxsize=1024)
+def _any_chars(min_n: int, max_n: int | None, any_hex_escape: bool) -> ir.Node:
+    """A string body of min_n..max_n characters: one node per argument tuple, so the
+    free tails after every prefix of the names `_body_excluding` avoids share their
+    closures (a node per prefix made each key state derive its tail again)."""
+    C = _cs()
+    return ir.rep(C.json_char_ir(C.ANY_CHAR, any_hex_escape=any_hex_escape), min_n, max_n)
+
+
 def _excluding_nfa(names: list[str], first=None, allow_empty: bool = True) -> _CharNFA:
     """Char NFA (a DFA, in fact) of every string not in `names`; with `first`, the
     first character must be in that set (the empty string only if allow_empty)."""
@@ -3053,8 +3063,7 @@ def _body_excluding(
         node[None] = True
 
     def anything(min_n: int, max_n: int | None) -> ir.Node:
-        char = C.json_char_ir(C.ANY_CHAR, any_hex_escape=(min_n == 0 and max_n is None))
-        return ir.rep(char, max(0, min_n), max_n)
+        return _any_chars(max(0, min_n), max_n, min_n == 0 and max_n is None)
 
     def build(node: dict, length: int) -> ir.Node:
         parts = []
