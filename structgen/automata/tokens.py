@@ -12,7 +12,11 @@ survives all its bytes. Two things keep it short:
     transition prunes the whole subtree below it;
   * where the DFA state at a node loops on every byte that occurs below the node (the
     body of a JSON string, a digit run), every token below it is allowed and ends in
-    that same state: the subtree is taken whole, as one range of tokens in trie order.
+    that same state: the subtree is taken whole, as one range of tokens in trie order;
+  * a state that loops on many bytes (every JSON string body loops on the same ones)
+    allows at once every token made only of those bytes: that set is packed once per
+    vocabulary and loop set (`LoopSlice`), and the walk goes through a small trie of
+    the remaining tokens only, instead of the ~100k nodes of the whole vocabulary.
 The DFA is lazy: the walk stops at states whose rows are not built yet and hands them
 back; they are expanded in Python and the walk resumes from where it stopped.
 """
@@ -41,7 +45,8 @@ def pack_ids(token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
 
 
 class TokenTrie:
-    """The normal (non-special, non-empty) tokens of a vocabulary as a byte trie.
+    """Tokens as a byte trie: the normal (non-special, non-empty) tokens of a vocabulary,
+    or (for a `LoopSlice`) a subset of them.
 
     Nodes are numbered in depth-first preorder with children in byte order, so the
     tokens of a subtree are one contiguous range of `token_ids` (the tokens sorted by
@@ -49,9 +54,8 @@ class TokenTrie:
     and everything strictly below it is `token_ids[token_start[n+1]:token_start[end[n]]]`.
     """
 
-    def __init__(self, vocab):
-        special = set(vocab.special_ids)
-        tokens = sorted((data, tid) for tid, data in enumerate(vocab.token_bytes) if data and tid not in special)
+    def __init__(self, tokens: list[tuple[bytes, int]], vocab_size: int, eos_ids):
+        tokens = sorted(tokens)
         parent, byte, node_of_token = [-1], [0], []
         path = [0]  # path[d]: the node of the current token's first d bytes
         previous = b""
@@ -78,9 +82,81 @@ class TokenTrie:
         self.edge_child = children.astype(np.int32)
         self.edge_byte = byte_arr[children]
         self.subtree_end, self.below = _subtree_facts(parent_arr, byte_arr)
-        self.vocab_size = vocab.vocab_size
-        self.eos_ids = np.asarray(sorted(vocab.eos_token_ids), dtype=np.int64)
-        self.eos_words = pack_ids(self.eos_ids, vocab.vocab_size)
+        self.vocab_size = vocab_size
+        self.eos_ids = np.asarray(sorted(eos_ids), dtype=np.int64)
+        self.eos_words = pack_ids(self.eos_ids, vocab_size)
+        self.tokens = tokens  # (bytes, id), sorted: what LoopSlices are cut from
+        self._token_bytes = np.frombuffer(b"".join(data for data, _ in tokens), dtype=np.uint8)
+        self._token_end = np.cumsum([len(data) for data, _ in tokens], dtype=np.int64)
+        self._slices: dict[bytes, LoopSlice | None] = {}
+        self._sightings: dict[bytes, int] = {}
+        self._slices_lock = threading.Lock()
+
+    @classmethod
+    def of_vocabulary(cls, vocab) -> "TokenTrie":
+        special = set(vocab.special_ids)
+        tokens = [(data, tid) for tid, data in enumerate(vocab.token_bytes) if data and tid not in special]
+        return cls(tokens, vocab.vocab_size, vocab.eos_token_ids)
+
+    def loop_slice(self, loops: np.ndarray) -> "LoopSlice | None":
+        """The LoopSlice of a loop set (4 x u64), or None where it does not pay: a loop
+        set seen only once (a one-off pattern), one few tokens stay inside, or one that
+        leaves too many tokens outside."""
+        key = loops.tobytes()
+        got = self._slices.get(key)
+        if got is not None or key in self._slices:
+            return got
+        with self._slices_lock:
+            if key in self._slices:
+                return self._slices[key]
+            seen = self._sightings[key] = self._sightings.get(key, 0) + 1
+            if seen < LOOP_SLICE_SIGHTINGS:
+                return None
+            inside = _made_of(self._token_bytes, self._token_end, loops)
+            count = int(inside.sum())
+            got = None
+            if count >= LOOP_SLICE_MIN_TOKENS and inside.size - count <= LOOP_SLICE_MAX_REST:
+                rest = [self.tokens[i] for i in np.flatnonzero(~inside).tolist()]
+                got = LoopSlice(
+                    words=pack_ids(self.token_ids[inside], self.vocab_size).view(np.uint32),
+                    count=count,
+                    rest=TokenTrie(rest, self.vocab_size, self.eos_ids.tolist()),
+                )
+            self._slices[key] = got
+            return got
+
+
+LOOP_SLICE_SIGHTINGS = 2  # build a loop set's slice the second time a first visit meets it
+LOOP_SLICE_MIN_TOKENS = 1000  # below this the whole-trie walk is as fast
+# A trie of the other tokens is built in Python (~3 us a token): past this many, building
+# it would cost more than the walks it saves (narrow loop sets: a pattern's classes).
+LOOP_SLICE_MAX_REST = 8000
+
+
+@dataclass(frozen=True)
+class LoopSlice:
+    """For one loop set L of one vocabulary: the packed tokens made only of bytes in L
+    (every state looping on L allows them, and stays where it is), and a trie of all
+    the other tokens, the only ones such a state's walk must still look at."""
+
+    words: np.ndarray
+    count: int
+    rest: TokenTrie
+
+
+@numba.njit(cache=True)
+def _made_of(token_bytes, token_end, loops):
+    """Per token: whether every one of its bytes is in the 256-bit set `loops`."""
+    inside = np.ones(token_end.size, dtype=np.bool_)
+    start = 0
+    for t in range(token_end.size):
+        for i in range(start, token_end[t]):
+            b = token_bytes[i]
+            if not (loops[b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+                inside[t] = False
+                break
+        start = token_end[t]
+    return inside
 
 
 @numba.njit(cache=True)
@@ -110,7 +186,7 @@ def token_trie(vocab) -> TokenTrie:
     with _TRIES_LOCK:
         trie = _TRIES.get(key)
         if trie is None:
-            trie = TokenTrie(vocab)
+            trie = TokenTrie.of_vocabulary(vocab)
             _TRIES[key] = trie
         return trie
 
@@ -196,10 +272,14 @@ class StateTokens:
 def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int) -> StateTokens:
     """The tokens DFA state `sid` allows, expanding the DFA rows the walk needs."""
     dfa.expand(sid)
-    words = np.zeros(bitmask_words(trie.vocab_size), dtype=np.uint32)
+    eos_words, eos_count = trie.eos_words, trie.eos_ids.size
+    piece = trie.loop_slice(dfa.loops[sid]) if dfa.loops[sid].any() else None
+    if piece is not None:  # its tokens are allowed; walk the others only
+        words, allowed, trie = piece.words.copy(), piece.count, piece.rest
+    else:
+        words, allowed = np.zeros(bitmask_words(trie.vocab_size), dtype=np.uint32), 0
     nodes = np.zeros(1, dtype=np.int64)
     states = np.full(1, sid, dtype=np.int64)
-    allowed = 0
     while nodes.size:
         count, nodes, states = _walk(
             dfa.table, dfa.expanded, dfa.loops, trie.edge_start, trie.edge_byte, trie.edge_child,
@@ -209,7 +289,7 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int) -> StateTokens:
         for state in np.unique(states).tolist():
             dfa.expand(state)
     words = words.view(np.int32)
-    if dfa.accepting[sid] and trie.eos_ids.size:
-        words |= trie.eos_words
-        allowed += trie.eos_ids.size
+    if dfa.accepting[sid] and eos_count:
+        words |= eos_words
+        allowed += eos_count
     return StateTokens(words=words, num_allowed=allowed)
