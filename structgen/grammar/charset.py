@@ -335,8 +335,12 @@ def _surrogate_pair_ir(astral: CharSet) -> ir.Node:
 def _json_char_ir(cs: CharSet, any_hex_escape: bool) -> ir.Node:
     parts: list[ir.Node] = []
     raw = intersect(cs, JSON_RAW)
-    if raw:
-        parts.append(utf8_ir(raw))
+    # ASCII and multi-byte characters apart: the labels of an object key's states (every
+    # character but the next letters of the declared names) then share one node for their
+    # non-ASCII part, and the lazy automaton resumes its continuations once, not per state.
+    for part in (intersect(raw, ((0, 0x7F),)), intersect(raw, ((0x80, MAX_CODE_POINT),))):
+        if part:
+            parts.append(utf8_ir(part))
     escapes: list[ir.Node] = []
     letters = [(b, b) for cp, b in JSON_SHORT_ESCAPES.items() if contains(cs, cp)]
     if letters:
