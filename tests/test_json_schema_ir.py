@@ -625,6 +625,32 @@ def test_refs():
     )
 
 
+def test_ref_siblings_follow_the_declared_draft():
+    """Up to draft-07 the keywords beside "$ref" are ignored; from 2019-09 on they apply.
+    The acceptor must agree with the validator of the draft the root declares."""
+    body = {
+        "definitions": {"flags": {"type": "object", "properties": {"cache": {"type": "boolean"}}}},
+        "type": "object",
+        "properties": {"out": {"$ref": "#/definitions/flags", "additionalProperties": False, "maxProperties": 0}},
+    }
+    instance = {"out": {"cache": True}}
+    for draft, applies in [
+        ("http://json-schema.org/draft-07/schema#", False),
+        ("http://json-schema.org/draft-04/schema", False),
+        ("https://json-schema.org/draft/2020-12/schema", True),
+        (None, True),
+    ]:
+        schema = dict(body, **({"$schema": draft} if draft else {}))
+        assert jsonschema.validators.validator_for(schema)(schema).is_valid(instance) is not applies
+        if applies:
+            check(schema, accepted=[{"out": {}}], rejected=[instance])
+        else:
+            check(schema, accepted=[instance, {"out": {}}], rejected=[{"out": {"cache": 1}}])
+    # under 'not' too: draft-07 reads {"$ref": X, "type": "string"} as X alone
+    old = {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"i": {"type": "integer"}}}
+    check(dict(old, **{"not": {"$ref": "#/definitions/i", "type": "string"}}), accepted=["a", 1.5], rejected=[1])
+
+
 def test_recursive_ref_compiles_to_recursive_rules():
     tree = {
         "$defs": {

@@ -81,6 +81,7 @@ import difflib
 import functools
 import json
 import math
+import re
 import time
 from dataclasses import asdict, dataclass
 from fractions import Fraction
@@ -1124,6 +1125,9 @@ def _range_nonempty(lo, hi, integral: bool) -> bool:
 # ---------------------------------------------------------------- $ref resolution
 
 
+_OLD_DRAFT = re.compile(r"json-schema\.org/draft-0[3-7]/schema")
+
+
 class _Resolver:
     def __init__(self, root: Any):
         self.root = root
@@ -1136,7 +1140,18 @@ class _Resolver:
         self.ids: dict[str, tuple[Any, str]] = {}
         self.anchors: dict[str, tuple[Any, str]] = {}
         self.bases: dict[int, str] = {}
+        # Up to draft-07 a schema with "$ref" is that reference alone: the keywords beside
+        # it are ignored (draft 2019-09 made them apply too). Follow the draft the root
+        # declares, as validators do; without "$schema" the latest draft applies.
+        declared = root.get("$schema") if isinstance(root, dict) else None
+        self.ref_hides_siblings = isinstance(declared, str) and bool(_OLD_DRAFT.search(declared))
         self._walk(root, self.base, "", top=True)
+
+    def effective(self, raw: dict) -> dict:
+        """The keywords of a schema object that take effect under the root's draft."""
+        if self.ref_hides_siblings and "$ref" in raw and len(raw) > 1:
+            return {"$ref": raw["$ref"]}
+        return raw
 
     def _walk(self, node: Any, base: str, ptr: str, top: bool = False) -> None:
         stack = [(node, base, ptr, top)]
@@ -1348,6 +1363,7 @@ class _Compiler:
             return
         if not isinstance(raw, dict):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(raw).__name__}", ptr)
+        raw = self.res.effective(raw)
         o = self.o
         obj_slot = None  # keeps the members in the schema's textual order (property order)
         draft4_excl_min = raw.get("exclusiveMinimum") is True
@@ -1643,6 +1659,7 @@ class _Compiler:
             return [_S(ptr)], True
         if not isinstance(raw, dict):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(raw).__name__}", ptr)
+        raw = self.res.effective(raw)
         alts: list[_S] = []
         exact = True
         constrained = False
