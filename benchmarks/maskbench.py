@@ -49,7 +49,7 @@ if str(REPO) not in sys.path:
 from benchmarks.peers import PEERS, Adapter, _pkg_version  # noqa: E402
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-ALL_ENGINES = ["structgen", "structgen-flexible", "llguidance", "xgrammar", "outlines-core"]
+ALL_ENGINES = ["structgen", "structgen-flexible", "structgen-any-order", "llguidance", "xgrammar", "outlines-core"]
 
 
 # --------------------------------------------------------------------------------------
@@ -65,6 +65,7 @@ class StructgenAdapter(Adapter):
     dist = "structgen"
     module = "structgen"
     whitespace = "default"
+    property_order = "schema"
 
     @classmethod
     def available(cls):
@@ -99,7 +100,7 @@ class StructgenAdapter(Adapter):
 
     @classmethod
     def settings(cls):
-        return {"whitespace": cls.whitespace, "cache": "structgen.clear_cache() before each compile, if present"}
+        return {"whitespace": cls.whitespace, "property_order": cls.property_order, "cache": "structgen.clear_cache() before each compile, if present"}
 
     @classmethod
     def prepare(cls, tokenizer):
@@ -142,7 +143,10 @@ class StructgenAdapter(Adapter):
             self._clear()
 
     def compile(self, schema):
-        return self.sg.compile_json_schema(schema, self.vocab, whitespace=self.whitespace)
+        if self.property_order == "schema":  # the default: works with trees that predate the option
+            return self.sg.compile_json_schema(schema, self.vocab, whitespace=self.whitespace)
+        return self.sg.compile_json_schema(schema, self.vocab, whitespace=self.whitespace,
+                                           property_order=self.property_order)
 
     def matcher(self, compiled):
         return compiled.matcher()
@@ -165,9 +169,19 @@ class StructgenFlexibleAdapter(StructgenAdapter):
     whitespace = "flexible"
 
 
+class StructgenAnyOrderAdapter(StructgenAdapter):
+    """Object members in any order (property_order="any"): what the default's schema order
+    costs in validation errors (instances that list keys in another order), and what
+    tracking the members written costs in mask time."""
+
+    name = "structgen-any-order"
+    property_order = "any"
+
+
 ENGINES: dict[str, type[Adapter]] = {
     StructgenAdapter.name: StructgenAdapter,
     StructgenFlexibleAdapter.name: StructgenFlexibleAdapter,
+    StructgenAnyOrderAdapter.name: StructgenAnyOrderAdapter,
     **PEERS,
 }
 

@@ -236,6 +236,45 @@ def test_properties_in_schema_order():
     check(schema, accepted=[T('{"b":1,"a":"x"}')], rejected=[T('{"b": 1, "a": "x"}')], whitespace="compact")
 
 
+def test_any_property_order():
+    """property_order="any": declared properties in any order, each at most once,
+    undeclared ones anywhere between them; counts, required and styles still hold."""
+    schema = {
+        "type": "object",
+        "properties": {"b": {"type": "integer"}, "a": {"type": "string"}, "c": {"type": "boolean"}},
+        "required": ["b", "a"],
+        "additionalProperties": False,
+    }
+    for style in ("default", "compact", "flexible"):
+        check(
+            schema,
+            accepted=[{"b": 1, "a": "x"}, {"a": "x", "b": 1}, {"c": True, "a": "x", "b": 1}, {"a": "x", "c": False, "b": 2}],
+            rejected=[{"a": "x"}, {"b": 1, "a": "x", "d": 1}, {}, T('{"a": "x", "b": 1, "b": 2}'), {"b": "x", "a": 1}],
+            whitespace=style,
+            property_order="any",
+        )
+    check(schema, accepted=[{"c": True, "b": 1, "a": "x"}], rejected=[{"b": 1}], indent=2, property_order="any")
+    check(
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+         "patternProperties": {"^x": {"type": "string"}}, "additionalProperties": {"type": "null"},
+         "minProperties": 2, "maxProperties": 3},
+        accepted=[{"x1": "s", "a": 1}, {"b": 1, "z": None, "a": 2}, {"z": None, "y": None}, {"x": "s", "b": 2, "x2": "t"}],
+        rejected=[{"a": 1}, {"x1": "s", "a": 1, "b": 2, "z": None}, {"a": 1, "x": 1}, T('{"a": 1, "b": 2, "a": 3}')],
+        property_order="any",
+    )
+    # a const object matches whatever the order of its members
+    check({"const": {"k": 1, "v": [2]}}, accepted=[{"k": 1, "v": [2]}, {"v": [2], "k": 1}], rejected=[{"k": 1}],
+          property_order="any")
+    # nested objects and recursion: each object tracks its own members
+    tree = {"$defs": {"n": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/n"}
+    check(tree, accepted=[{"kids": [{"v": 2}, {"kids": [], "v": 3}], "v": 1}], rejected=[{"kids": [{"kids": []}], "v": 1}],
+          property_order="any")
+    # an entry that can never be written (false schema) is never offered
+    check({"type": "object", "properties": {"a": False, "b": {"type": "integer"}, "c": {"type": "null"}}},
+          accepted=[{"c": None, "b": 1}, {}], rejected=[{"a": 1}], property_order="any")
+    raises(StructgenError, {}, property_order="sorted")
+
+
 def test_optional_properties():
     schema = {
         "type": "object",
@@ -985,6 +1024,33 @@ def test_property_accepted_iff_valid(index, style):
     run()
 
 
+@pytest.mark.parametrize("index", range(len(PROPERTY_SCHEMAS)))
+@pytest.mark.parametrize("style", ["default", "flexible"])
+def test_property_any_order_accepted_iff_valid(index, style):
+    """property_order="any": values in whatever key order hypothesis produces (and
+    shuffled) are accepted exactly when they are valid."""
+    schema = PROPERTY_SCHEMAS[index]
+    g = G(schema, whitespace=style, max_any_depth=4, property_order="any")
+    validator = jsonschema.Draft202012Validator(schema)
+
+    @settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(json_values, st.randoms(use_true_random=False))
+    def run(v, rnd):
+        if not _python_compatible(v):
+            return
+        if isinstance(v, dict):
+            keys = list(v)
+            rnd.shuffle(keys)
+            v = {k: v[k] for k in keys}
+        valid = validator.is_valid(v)
+        accepted = g.value(v)
+        assert not (accepted and not valid), f"accepted an invalid value {v!r}"
+        if valid and _in_documented_subset(v, []):
+            assert accepted, f"rejected a valid value {v!r}"
+
+    run()
+
+
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(st.text(st.characters(codec="utf-8"), max_size=8), st.integers(0, 3), st.integers(0, 6))
 def test_property_string_lengths(text, lo, extra):
@@ -1057,10 +1123,11 @@ FUZZ = {"schemas": 0, "compiled": 0, "values": 0, "valid": 0, "valid_accepted": 
 @given(_schemas(2), st.lists(small_values, min_size=12, max_size=12))
 def test_fuzz_random_schemas_are_sound(schema, values):
     """Random schemas over a small vocabulary: whatever compiles never accepts an
-    invalid value (checked against jsonschema, draft 2020-12)."""
+    invalid value (checked against jsonschema, draft 2020-12), in either property order."""
     FUZZ["schemas"] += 1
     try:
         g = G(schema, max_any_depth=3, timeout_s=5)
+        any_order = G(schema, max_any_depth=3, timeout_s=5, property_order="any")
     except StructgenError:
         return
     FUZZ["compiled"] += 1
@@ -1073,3 +1140,5 @@ def test_fuzz_random_schemas_are_sound(schema, values):
         FUZZ["valid"] += valid
         FUZZ["valid_accepted"] += valid and accepted
         assert valid or not accepted, f"accepted invalid {text} for {json.dumps(schema)}"
+        assert valid or not any_order.ok(text), f"accepted invalid {text} in any order for {json.dumps(schema)}"
+        assert any_order.ok(text) or not accepted, f"any order refused {text}, schema order took it"

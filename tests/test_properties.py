@@ -17,6 +17,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
 import structgen
@@ -131,6 +132,40 @@ def test_generated_instances_are_accepted(index, smollm2_vocab, smollm2_tokenize
         text = json.dumps(value)
         assert accepts_tokens(default, smollm2_tokenizer, text), text
         assert accepts_tokens(flexible, smollm2_tokenizer, json.dumps(value, indent=2)), text
+
+    check()
+
+
+OBJECT_SCHEMAS = [i for i, schema in enumerate(SCHEMAS) if schema.get("type") == "object"]
+
+
+@pytest.mark.parametrize("index", OBJECT_SCHEMAS)
+def test_any_property_order_walks_validate_and_shuffled_instances_pass(index, smollm2_vocab, smollm2_tokenizer):
+    """property_order="any" on the real vocabulary: random walks end in valid objects
+    (each declared key at most once), and instances with their keys shuffled are
+    accepted token by token."""
+    schema = SCHEMAS[index]
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, property_order="any")
+    rng = random.Random(index)
+    completed = 0
+    for _ in range(20):
+        text = random_walk(grammar, smollm2_vocab, rng, 120, 0.5, lambda allowed, _: rng.choice(allowed))
+        if text is not None:
+            completed += 1
+            jsonschema.validate(json.loads(text), schema, cls=jsonschema.Draft202012Validator)
+            keys = [k for k in json.loads(text, object_pairs_hook=lambda pairs: [k for k, _ in pairs])]
+            assert len(keys) == len(set(keys)), text
+    assert completed > 0
+    checker = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(from_schema(schema), st.randoms(use_true_random=False))
+    def check(value, order_rng):
+        assume(checker.is_valid(value))
+        keys = list(value)
+        order_rng.shuffle(keys)
+        text = json.dumps({k: value[k] for k in keys})
+        assert accepts_tokens(grammar, smollm2_tokenizer, text), text
 
     check()
 

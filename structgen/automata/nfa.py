@@ -4,7 +4,7 @@ Owns: the NFA view of an `ir.Node` tree, built on demand. An NFA state ("item") 
 leaf of the tree -- a byte of a `Bytes` literal or a `ByteSet` -- together with its
 continuation: an interned chain of frames saying what comes after (the rest of a
 `Concat`, or its last item alone, the next iteration of a `Repeat`, the next state of a
-`Graph`). Nothing is expanded before a DFA state steps into it, so a schema whose "any
+`Graph` or of an any-order object's `Members`). Nothing is expanded before a DFA state steps into it, so a schema whose "any
 value" branches are never taken costs nothing for them, and shared subtrees are never
 copied.
 
@@ -62,6 +62,7 @@ class LazyNFA:
         self._frame_ids: dict[tuple, int] = {(): DONE}
         self._nonempty: dict[int, bool] = {}
         self._graph_live: dict[int, tuple[frozenset[int], dict[int, list]]] = {}
+        self._members_ok: dict[int, tuple[int, bool]] = {}
         self._closures: dict[tuple, frozenset] = {}
         self._after: dict[tuple, frozenset] = {}
         self._resumes: dict[int, frozenset] = {}
@@ -89,6 +90,7 @@ class LazyNFA:
                     changed = True
         self._nonempty = dict(known)
         self._graph_live.clear()
+        self._members_ok.clear()
 
     def nonempty(self, node: ir.Node) -> bool:
         """Whether the node's language has at least one string (memoized)."""
@@ -108,10 +110,29 @@ class LazyNFA:
             result = node.min == 0 or self.nonempty(node.item)
         elif isinstance(node, ir.Graph):
             result = node.start in self._graph(node)[0]
+        elif isinstance(node, ir.Members):
+            result = self._members_live(node, ir.Members.START)
         else:
             raise TypeError(f"not an IR node: {node!r}")
         self._nonempty[key] = result
         return result
+
+    def _members_live(self, node: ir.Members, state: tuple[int, int]) -> bool:
+        """Whether the object can still be closed from `state`: every missing required
+        entry has a value, and the member count can land in min..max."""
+        cached = self._members_ok.get(id(node))
+        if cached is None:
+            ok = sum(1 << i for i, e in enumerate(node.firsts) if self.nonempty(e))
+            extra = node.extra_first is not None and self.nonempty(node.extra_first)
+            cached = self._members_ok[id(node)] = (ok, extra)
+        ok, extra = cached
+        mask, count = state
+        missing = node.required_mask & ~mask
+        if missing & ~ok:
+            return False
+        if node.max_count is not None and count + missing.bit_count() > node.max_count:
+            return False
+        return extra or count + (ok & ~mask).bit_count() >= node.min_count
 
     def _graph(self, graph: ir.Graph):
         """(live states, adjacency of usable edges) of a Graph: a state is live when a
@@ -199,6 +220,8 @@ class LazyNFA:
             self._repeat(node, 0, cont, out, seen)
         elif isinstance(node, ir.Graph):
             self._graph_state(node, node.start, cont, out, seen)
+        elif isinstance(node, ir.Members):
+            self._members_state(node, ir.Members.START, cont, out, seen)
         elif isinstance(node, ir.Ref):
             self._enter_rule(node, cont, out, seen)
         else:
@@ -236,6 +259,8 @@ class LazyNFA:
             self._enter(node, parent, out, seen)
         elif kind == "R":
             self._repeat(node, index, parent, out, seen)
+        elif kind == "M":
+            self._members_state(node, index, parent, out, seen)
         else:  # "G"
             self._graph_state(node, index, parent, out, seen)
 
@@ -260,6 +285,17 @@ class LazyNFA:
                 self._graph_state(graph, dst, parent, out, seen)
             else:
                 self._enter(label, self._push("G", graph, dst, parent), out, seen)
+
+    def _members_state(self, node: ir.Members, state: tuple, parent: int, out: set, seen: set) -> None:
+        key = ("members", id(node), state, parent)
+        if key in seen:
+            return
+        seen.add(key)
+        for label, nxt in node.moves(state):
+            if nxt is None:
+                self._enter(label, parent, out, seen)
+            elif self.nonempty(label) and self._members_live(node, nxt):
+                self._enter(label, self._push("M", node, nxt, parent), out, seen)
 
     # ------------------------------------------------------------ stepping
 

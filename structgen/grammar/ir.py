@@ -15,6 +15,10 @@ end in the middle of a UTF-8 character):
                              (edge label None = epsilon); lets front-ends share
                              structure that a tree would copy (e.g. optional object
                              properties, where a tree needs O(n^2) copies)
+    Members(entries, ...)    the members of a JSON object in any order: each entry at
+                             most once, an optional extra member any number of times;
+                             its states (entries written, member count) are made only
+                             when reached, since there are 2^n of them
 
 `EMPTY` (the empty string) is `Concat(())`; `NOTHING` (the empty language) is `Alt(())`.
 
@@ -107,6 +111,74 @@ class Graph(Node):
         return f"Graph({self.num_states}, {self.start}, {self.finals}, {self.edges!r})"
 
 
+class Members(Node):
+    """The members of a JSON object in any order, up to and including the closing bracket.
+
+    `entries[i]` (a whole `"key": value`) appears at most once, exactly once where
+    `required[i]`; `extra` (a member under an undeclared key, or None) any number of
+    times, anywhere. The first member is preceded by `open_`, the others by `sep`; then
+    comes `close_none` (no member written) or `close_some`. The member count stays in
+    `min_count..max_count` (max None = unbounded).
+
+    A state is (mask of the entries written, members written, capped at `cap`): past
+    `cap` only "at least cap" matters. `moves` lists a state's way out; the automata
+    build the states they reach, one at a time.
+    """
+
+    __slots__ = ("firsts", "laters", "extra_first", "extra_later", "required_mask", "min_count", "max_count",
+                 "cap", "close_none", "close_some")
+
+    def __init__(
+        self,
+        entries: Sequence[Node],
+        required: Sequence[bool],
+        extra: "Node | None",
+        open_: Node,
+        sep: Node,
+        close_none: Node,
+        close_some: Node,
+        min_count: int = 0,
+        max_count: int | None = None,
+    ):
+        self.firsts = tuple(seq(open_, e) for e in entries)
+        self.laters = tuple(seq(sep, e) for e in entries)
+        self.extra_first = None if extra is None else seq(open_, extra)
+        self.extra_later = None if extra is None else seq(sep, extra)
+        self.required_mask = sum(1 << i for i, r in enumerate(required) if r)
+        self.min_count = min_count
+        self.max_count = max_count
+        self.cap = max(max_count if max_count is not None else min_count, 1)
+        self.close_none = close_none
+        self.close_some = close_some
+
+    START = (0, 0)
+
+    def moves(self, state: tuple[int, int]) -> list[tuple[Node, "tuple[int, int] | None"]]:
+        """(label, next state) for each way out of `state`; next state None = closed."""
+        mask, count = state
+        out: list = []
+        if self.max_count is None or count < self.max_count:
+            nxt_count = min(count + 1, self.cap)
+            labels = self.firsts if count == 0 else self.laters
+            for i, label in enumerate(labels):
+                if not mask >> i & 1:
+                    out.append((label, (mask | 1 << i, nxt_count)))
+            if self.extra_first is not None:
+                out.append((self.extra_first if count == 0 else self.extra_later, (mask, nxt_count)))
+        if mask & self.required_mask == self.required_mask and count >= self.min_count:
+            out.append((self.close_none if count == 0 else self.close_some, None))
+        return out
+
+    def children(self) -> list[Node]:
+        kids = [*self.firsts, *self.laters, self.close_none, self.close_some]
+        if self.extra_first is not None:
+            kids += [self.extra_first, self.extra_later]
+        return kids
+
+    def __repr__(self) -> str:
+        return f"Members({len(self.firsts)} entries, required={self.required_mask:b}, extra={self.extra_first!r})"
+
+
 class Ref(Node):
     """A named rule, possibly recursive: `target` is set once the rule's body is built,
     so a body may contain Refs to itself (context-free grammars, recursive `$ref`).
@@ -144,6 +216,8 @@ def refs_in(node: Node) -> list[Ref]:
             stack.append(n.item)
         elif isinstance(n, Graph):
             stack.extend(lab for _, _, lab in n.edges if lab is not None)
+        elif isinstance(n, Members):
+            stack.extend(n.children())
     return list(found.values())
 
 
@@ -289,6 +363,8 @@ def expanded_size(node: Node, limit: int | None = None) -> int:
         elif isinstance(n, Repeat):
             copies = n.max if n.max is not None else max(n.min, 1)
             s = 1 + size(n.item) * max(copies, 1)
+        elif isinstance(n, Members):  # states are built when reached: count the parts once
+            s = 1 + sum(size(kid) for kid in n.children())
         elif isinstance(n, Ref):
             # A rule's body is shared by all its uses (the NFA enters it with each use's
             # continuation, it does not copy it): count the body once, each use as 1.
@@ -325,11 +401,35 @@ def to_python_regex(node: Node) -> bytes:
             return b"(?:" + rx(n.item) + b"){" + str(n.min).encode() + b"," + hi + b"}"
         if isinstance(n, Graph):
             return graph_to_python_regex(n, rx)
+        if isinstance(n, Members):
+            return graph_to_python_regex(members_graph(n), rx)
         if isinstance(n, Ref):
             raise ValueError(f"rule {n.name!r} may be recursive: no regex for a context-free grammar")
         raise TypeError(f"not an IR node: {n!r}")
 
     return rx(node)
+
+
+def members_graph(members: Members, max_states: int = 4096) -> Graph:
+    """The same language as an explicit Graph over every reachable state (tests, debugging
+    and small inputs: there are up to 2^n states)."""
+    ids: dict = {}
+    edges: list = []
+    final = 0
+    ids["closed"] = final
+    stack = [Members.START]
+    ids[Members.START] = 1
+    while stack:
+        state = stack.pop()
+        for label, nxt in members.moves(state):
+            key = "closed" if nxt is None else nxt
+            if key not in ids:
+                if len(ids) >= max_states:
+                    raise ValueError(f"Members with more than {max_states} states")
+                ids[key] = len(ids)
+                stack.append(nxt)
+            edges.append((ids[state], ids[key], label))
+    return Graph(len(ids), 1, (final,), tuple(edges))
 
 
 def graph_to_python_regex(graph: Graph, rx) -> bytes:

@@ -24,7 +24,8 @@ Documented choices (where we accept a subset of the valid texts):
     subschema in the order they appear (a `$ref`/`allOf`/`anyOf`/`oneOf` placed before
     `properties` contributes its properties first), then names that are only in
     `required`; undeclared properties (allowed by `additionalProperties` /
-    `patternProperties`) come after all declared ones.
+    `patternProperties`) come after all declared ones. `property_order="any"` lifts
+    this: members in any order, each declared one at most once (`ir.Members`).
   * "Any JSON value" (`{}`, `true`, absent `items`/`additionalProperties`) nests without
     bound in the "default" and "compact" styles (a recursive rule); in "indent" and
     "flexible", whose whitespace depends on the depth, it is bounded to `max_any_depth`
@@ -35,7 +36,8 @@ Documented choices (where we accept a subset of the valid texts):
     depth-bounded "flexible" refuse it (their whitespace would need one copy of the
     schema per depth). A `$ref` cycle that never descends into a
     property or item defines no value and is refused.
-  * `const`/`enum` objects are written with their keys in the order given in the schema.
+  * `const`/`enum` objects are written with their keys in the order given in the schema
+    (in any order with `property_order="any"`).
   * Numbers: `type: integer` accepts integer spellings only (not "1.0"); numbers with
     `multipleOf` (integer-valued) accept integer spellings only; "a number that is not
     an integer" (e.g. `oneOf: [{type: integer}, {type: number}]`) is only expressed
@@ -124,6 +126,13 @@ class JsonOptions:
         because of them); "error": refuse every one; "ignore": ignore every one.
     unknown_formats: "error" (refuse a `format` we cannot check) or "ignore" (format is
         an annotation in draft 2020-12; ignoring it accepts more strings).
+    property_order: "schema" (default): an object's declared properties come in the
+        order the schema lists them, then its undeclared ones -- what OpenAI's strict
+        mode and our peers generate, and what lets jump-forward write the next key;
+        "any": members in any order (each declared one at most once), as JSON Schema
+        itself allows -- for text written in another order, or to let a model follow the
+        order of its prompt's examples. An object's states are then made as they are
+        reached (2^n orders of n properties).
     """
 
     whitespace: str = "default"
@@ -136,6 +145,7 @@ class JsonOptions:
     timeout_s: float = 10.0
     unknown_keywords: str = "typos"
     unknown_formats: str = "error"
+    property_order: str = "schema"
 
     def __post_init__(self) -> None:
         if self.whitespace not in ("default", "compact", "flexible", "indent"):
@@ -157,6 +167,8 @@ class JsonOptions:
             raise StructgenError("unknown_keywords must be 'ignore', 'typos' or 'error'")
         if self.unknown_formats not in ("ignore", "error"):
             raise StructgenError("unknown_formats must be 'ignore' or 'error'")
+        if self.property_order not in ("schema", "any"):
+            raise StructgenError(f"property_order must be 'schema' or 'any', not {self.property_order!r}")
 
     @property
     def style(self) -> str:
@@ -453,6 +465,20 @@ def _ir_match(node: ir.Node, data: bytes) -> bool:
                         if (dst, r) not in seen:
                             seen.add((dst, r))
                             stack.append((dst, r))
+            out = frozenset(acc)
+        elif isinstance(x, ir.Members):
+            seen = {(ir.Members.START, p)}
+            stack = [(ir.Members.START, p)]
+            acc = set()
+            while stack:
+                state, q = stack.pop()
+                for label, nxt in x.moves(state):
+                    for r in ends(label, q):
+                        if nxt is None:
+                            acc.add(r)
+                        elif (nxt, r) not in seen:
+                            seen.add((nxt, r))
+                            stack.append((nxt, r))
             out = frozenset(acc)
         elif isinstance(x, ir.Ref):  # JSON recursion consumes a bracket before recursing
             out = ends(x.target, p) if x.target is not None else frozenset()
@@ -2220,9 +2246,15 @@ class _Compiler:
             return self.style.container(depth, "[", "]", [self.literal(x, depth + 1) for x in v])
         if isinstance(v, dict):
             colon = self.style.colon(depth)
-            return self.style.container(
-                depth, "{", "}", [ir.seq(self.key_literal(k), colon, self.literal(x, depth + 1)) for k, x in v.items()]
-            )
+            members = [ir.seq(self.key_literal(k), colon, self.literal(x, depth + 1)) for k, x in v.items()]
+            if self.o.property_order == "any" and len(members) > 1:
+                st = self.style
+                close_some = ir.seq(st.close(depth), ir.lit("}"))
+                return ir.seq(ir.lit("{"), ir.Members(
+                    members, [True] * len(members), None,
+                    st.open(depth), st.sep(depth), st.empty(depth, "", "}"), close_some,
+                ))
+            return self.style.container(depth, "{", "}", members)
         if isinstance(v, float) and not math.isfinite(v):
             return ir.NOTHING
         spellings = {json.dumps(v), json.dumps(v, ensure_ascii=False)}
@@ -2726,6 +2758,14 @@ class _Compiler:
             return ir.NOTHING
         if extra is None and lo > n:
             return ir.NOTHING
+        if self.o.property_order == "any" and n + (extra is not None) > 1:
+            open_, sep = st.open(depth), st.sep(depth)
+            close_some = ir.seq(st.close(depth), ir.lit("}"))
+            members = ir.Members(
+                [e for e, _ in entries], [r for _, r in entries], extra,
+                open_, sep, st.empty(depth, "", "}"), close_some, lo, hi,
+            )
+            return ir.seq(ir.lit("{"), members)
         if extra is None and n_req == n and lo <= n and (hi is None or hi >= n):
             return st.container(depth, "{", "}", [e for e, _ in entries])  # all required: a sequence
         # Graph over (layer i = next declared property, c = entries written so far).
