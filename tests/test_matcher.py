@@ -246,3 +246,35 @@ def test_loop_slice_masks_equal_bruteforce_oracle(smollm2_vocab):
         matcher = grammar.matcher()
         matcher._stack[-1] = sid
         assert set(matcher.allowed_token_ids().tolist()) == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+
+
+def test_loop_slices_are_bounded(monkeypatch):
+    """A server meeting ever new loop sets keeps at most LOOP_SLICE_MAX_BUILT slices and
+    LOOP_SLICE_MAX_SIGHTINGS counts; past the cap a loop set simply gets no slice."""
+    import itertools
+
+    import numpy as np
+
+    from structgen.automata import tokens as tk
+
+    monkeypatch.setattr(tk, "LOOP_SLICE_MIN_TOKENS", 1)
+    monkeypatch.setattr(tk, "LOOP_SLICE_MAX_BUILT", 2)
+    monkeypatch.setattr(tk, "LOOP_SLICE_MAX_SIGHTINGS", 3)
+    words = sorted({bytes(p) for n in (1, 2) for p in itertools.product(b"abcd", repeat=n)})
+    trie = tk.TokenTrie([(w, i) for i, w in enumerate(words)], len(words) + 1, [len(words)])
+
+    def loops(letters: bytes) -> np.ndarray:
+        bits = np.zeros(4, dtype=np.uint64)
+        for b in letters:
+            bits[b // 64] |= np.uint64(1) << np.uint64(b % 64)
+        return bits
+
+    for letters in (b"ab", b"ab", b"bc", b"bc", b"cd"):
+        trie.loop_slice(loops(letters))
+    assert trie.loop_slice(loops(b"cd")) is None  # seen twice, but two slices exist already
+    built = [s for s in trie._slices.values() if s is not None]
+    assert len(built) == 2
+    assert trie.loop_slice(loops(b"ab")).count == 6  # "a", "b", "aa", "ab", "ba", "bb"
+    for letters in itertools.combinations(b"abcdefgh", 3):  # 56 one-off loop sets
+        assert trie.loop_slice(loops(bytes(letters))) is None
+    assert len(trie._sightings) <= 3

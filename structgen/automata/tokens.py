@@ -90,6 +90,7 @@ class TokenTrie:
         self._token_end = np.cumsum([len(data) for data, _ in tokens], dtype=np.int64)
         self._slices: dict[bytes, LoopSlice | None] = {}
         self._sightings: dict[bytes, int] = {}
+        self._built = 0
         self._slices_lock = threading.Lock()
 
     @classmethod
@@ -109,9 +110,11 @@ class TokenTrie:
         with self._slices_lock:
             if key in self._slices:
                 return self._slices[key]
+            if len(self._sightings) >= LOOP_SLICE_MAX_SIGHTINGS:
+                self._sightings.clear()  # a server compiling ever new patterns: forget old counts
             seen = self._sightings[key] = self._sightings.get(key, 0) + 1
-            if seen < LOOP_SLICE_SIGHTINGS:
-                return None
+            if seen < LOOP_SLICE_SIGHTINGS or self._built >= LOOP_SLICE_MAX_BUILT:
+                return None  # without a slice the walk covers the whole trie: slower, same mask
             inside = _made_of(self._token_bytes, self._token_end, loops)
             count = int(inside.sum())
             got = None
@@ -123,6 +126,7 @@ class TokenTrie:
                     rest=TokenTrie(rest, self.vocab_size, self.eos_ids.tolist()),
                 )
             self._slices[key] = got
+            self._built += got is not None
             return got
 
 
@@ -131,6 +135,11 @@ LOOP_SLICE_MIN_TOKENS = 1000  # below this the whole-trie walk is as fast
 # A trie of the other tokens is built in Python (~3 us a token): past this many, building
 # it would cost more than the walks it saves (narrow loop sets: a pattern's classes).
 LOOP_SLICE_MAX_REST = 8000
+# Bounds for a long-running server that meets ever new loop sets (user patterns): a built
+# slice holds up to LOOP_SLICE_MAX_REST tokens' trie (~1 MB); past the cap, walks go
+# through the whole trie as they did before slices.
+LOOP_SLICE_MAX_BUILT = 64
+LOOP_SLICE_MAX_SIGHTINGS = 4096
 
 
 @dataclass(frozen=True)
