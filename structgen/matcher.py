@@ -22,6 +22,7 @@ from structgen.automata.tokens import (
 
 _TERMINATED = -3  # pushed on the state stack when EOS is accepted
 MAX_TOKEN_TABLES = 20_000  # cached masks per grammar before the compile cache rebuilds it
+NEAR_DEPTH = 2  # a first visit computes at most this many near states' tables first
 
 
 def allocate_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
@@ -68,10 +69,18 @@ class CompiledGrammar:
         table = self._tables.get(sid)
         if table is None:
             with self._lock, self.dfa._lock:
-                table = self._tables.get(sid)
-                if table is None:
-                    table = state_tokens(self.dfa, self._trie, sid)
-                    self._tables[sid] = table
+                table = self._table(sid, 0)
+        return table
+
+    def _table(self, sid: int, depth: int) -> StateTokens:
+        """tokens_of under the lock. A state may start from the table of a near state
+        (tokens.near_state), computed first if need be; the depth bound keeps two states
+        near each other from asking for one another forever."""
+        table = self._tables.get(sid)
+        if table is None:
+            near = (lambda t: self._table(t, depth + 1)) if depth < NEAR_DEPTH else None
+            table = state_tokens(self.dfa, self._trie, sid, near)
+            self._tables[sid] = table
         return table
 
     def forced_bytes(self, sid: int) -> bytes:

@@ -278,3 +278,46 @@ def test_loop_slices_are_bounded(monkeypatch):
     for letters in itertools.combinations(b"abcdefgh", 3):  # 56 one-off loop sets
         assert trie.loop_slice(loops(bytes(letters))) is None
     assert len(trie._sightings) <= 3
+
+
+def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer, monkeypatch):
+    """Inside a key of an object that allows undeclared properties, the state after a
+    prefix of a declared name differs from the free rest of the key on a few bytes only:
+    its mask is copied from that state's and patched (tokens.near_state). Every visited
+    state's mask must still equal the oracle, and the shortcut must have been taken."""
+    import json
+
+    from structgen.automata import tokens as tk
+
+    used = []
+    real = tk._near_tokens
+    monkeypatch.setattr(tk, "_near_tokens", lambda *a: used.append(a[2]) or real(*a))
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "nickname": {"type": "string"}, "age": {"type": "integer"}},
+    }
+    texts = [json.dumps({"name": "x", "nickname": "y", "age": 1, "nam": 2, "nick": [3], "agent": None}),
+             json.dumps({"age": 2, "n\u00e9": "z", "naME": {"name": 1}})]
+    structgen.clear_cache()
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+    visited = []
+    for text in texts:
+        sid = grammar.dfa.start
+        for b in text.encode():
+            sid = grammar.dfa.walk(sid, bytes([b]))
+            assert sid >= 0, text
+            visited.append(sid)
+    for sid in dict.fromkeys(visited):
+        matcher = grammar.matcher()
+        matcher._stack[-1] = sid
+        got = set(matcher.allowed_token_ids().tolist())
+        assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+        assert grammar.tokens_of(sid).num_allowed == len(got)
+    assert len(used) >= 5, used
+    # tokens accepted through a copied mask advance to the right state
+    for text in texts:
+        m = grammar.matcher()
+        for tid in smollm2_tokenizer.encode(text, add_special_tokens=False):
+            assert m.accept_token(tid)
+        assert m.is_accepting()
+

@@ -177,7 +177,13 @@ class LazyNFA:
             # "enter the last item, then parent": keyed by that item alone, so Concats that
             # end in the same node (the free tail of an object key after any of its
             # prefixes) share one continuation, and its closure is computed once.
-            return self._push("L", concat.items[index], 0, parent)
+            last = concat.items[index]
+            if isinstance(last, ir.Repeat) and last.min == 0 and last.max is None:
+                # x* entered afresh is the frame it loops back to: one frame for both, so
+                # a state just before the loop and the loop itself reach the same states
+                # (the bytes of a multi-byte character, an escape, in a key's free tail).
+                return self._push("R", last, 0, parent)
+            return self._push("L", last, 0, parent)
         return self._push("C", concat, index, parent)
 
     @property

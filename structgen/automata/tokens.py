@@ -7,7 +7,7 @@ through `token_bytes`, `special_ids`, `eos_token_ids` and `vocab_size`.
 
 The walk is the first-visit cost of every grammar state, so it runs as machine code
 (numba): a depth-first walk of the trie in which a token is allowed when the DFA
-survives all its bytes. Two things keep it short:
+survives all its bytes. These keep it short:
   * a trie node is visited once however many tokens share its prefix, and a dead
     transition prunes the whole subtree below it;
   * where the DFA state at a node loops on every byte that occurs below the node (the
@@ -16,7 +16,10 @@ survives all its bytes. Two things keep it short:
   * a state that loops on many bytes (every JSON string body loops on the same ones)
     allows at once every token made only of those bytes: that set is packed once per
     vocabulary and loop set (`LoopSlice`), and the walk goes through a small trie of
-    the remaining tokens only, instead of the ~100k nodes of the whole vocabulary.
+    the remaining tokens only, instead of the ~100k nodes of the whole vocabulary;
+  * a state whose row differs from another state's on a few bytes only (a prefix of a
+    declared key against the free rest of an undeclared one) copies that state's mask
+    and walks only the subtrees of those first bytes (`near_state`).
 The DFA is lazy: the walk stops at states whose rows are not built yet and hands them
 back; they are expanded in Python and the walk resumes from where it stopped.
 """
@@ -82,6 +85,9 @@ class TokenTrie:
         self.edge_child = children.astype(np.int32)
         self.edge_byte = byte_arr[children]
         self.subtree_end, self.below = _subtree_facts(parent_arr, byte_arr)
+        self.root_child = np.full(256, -1, dtype=np.int64)  # the node of each first byte
+        first = slice(self.edge_start[0], self.edge_start[1])
+        self.root_child[self.edge_byte[first]] = self.edge_child[first]
         self.vocab_size = vocab_size
         self.eos_ids = np.asarray(sorted(eos_ids), dtype=np.int64)
         self.eos_words = pack_ids(self.eos_ids, vocab_size)
@@ -210,6 +216,14 @@ def _allow(words, token_ids, lo, hi):
 
 
 @numba.njit(nogil=True, cache=True)
+def _deny(words, token_ids, lo, hi):
+    """Clear the bits of the tokens `token_ids[lo:hi]` in `words`."""
+    for r in range(lo, hi):
+        tid = token_ids[r]
+        words[tid >> 5] &= ~(np.uint32(1) << np.uint32(tid & 31))
+
+
+@numba.njit(nogil=True, cache=True)
 def _doubled(a):
     return np.concatenate((a, np.empty_like(a)))
 
@@ -278,9 +292,43 @@ class StateTokens:
     next_state: dict[int, int] = field(default_factory=dict, compare=False)
 
 
-def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int) -> StateTokens:
-    """The tokens DFA state `sid` allows, expanding the DFA rows the walk needs."""
+# A state whose row differs from another's on at most this many bytes starts from that
+# state's mask (see `near_state`).
+NEAR_MAX_BYTES = 12
+
+
+def near_state(dfa: LazyDFA, sid: int) -> tuple[int, np.ndarray] | None:
+    """(t, bytes) where state t's row equals `sid`'s except on those few bytes, or None.
+
+    t is the state most of `sid`'s bytes lead to. Inside a key of an object that allows
+    undeclared properties, the state after the prefix "na" of a declared "name" sends
+    every byte but "m" to the free rest of the key, and so does that free state itself:
+    a token not starting with "m" does the same from both states. Such prefix states
+    are most of the costly first visits of MaskBench's schemas."""
+    row = dfa.table[sid]
+    targets = row[row >= 0]
+    if targets.size <= 2 * NEAR_MAX_BYTES:
+        return None  # few bytes leave: the plain walk is short anyway
+    values, counts = np.unique(targets, return_counts=True)
+    t = int(values[counts.argmax()])
+    if t == sid:
+        return None  # it loops on most bytes: its LoopSlice is the shortcut
+    dfa.expand(t)
+    differ = np.flatnonzero(dfa.table[t] != row)
+    if differ.size > NEAR_MAX_BYTES:
+        return None
+    return t, differ
+
+
+def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None) -> StateTokens:
+    """The tokens DFA state `sid` allows, expanding the DFA rows the walk needs.
+    `tokens_of(t)`, when given, returns the (cached) StateTokens of another state: a
+    state near one (`near_state`) copies that state's mask and walks only the first
+    bytes where the two differ."""
     dfa.expand(sid)
+    near = near_state(dfa, sid) if tokens_of is not None else None
+    if near is not None:
+        return _near_tokens(dfa, trie, sid, near, tokens_of)
     eos_words, eos_count = trie.eos_words, trie.eos_ids.size
     piece = trie.loop_slice(dfa.loops[sid]) if dfa.loops[sid].any() else None
     if piece is not None:  # its tokens are allowed; walk the others only
@@ -289,6 +337,46 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int) -> StateTokens:
         words, allowed = np.zeros(bitmask_words(trie.vocab_size), dtype=np.uint32), 0
     nodes = np.zeros(1, dtype=np.int64)
     states = np.full(1, sid, dtype=np.int64)
+    allowed += _walk_from(dfa, trie, nodes, states, words)
+    words = words.view(np.int32)
+    if dfa.accepting[sid] and eos_count:
+        words |= eos_words
+        allowed += eos_count
+    return StateTokens(words=words, num_allowed=allowed)
+
+
+def _near_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, near, tokens_of) -> StateTokens:
+    """`sid`'s mask from that of state t: a token whose first byte b has
+    table[sid, b] == table[t, b] goes through the same states from both, so it is
+    allowed from `sid` exactly when it is from t; the tokens of the other first bytes
+    are cleared and walked from `sid`."""
+    t, differ = near
+    words = tokens_of(t).words.view(np.uint32).copy()
+    eos_words = trie.eos_words.view(np.uint32)
+    words &= ~eos_words
+    nodes, states = [], []
+    for b in differ.tolist():
+        child = int(trie.root_child[b])
+        if child < 0:
+            continue
+        _deny(words, trie.token_ids, trie.token_start[child], trie.token_start[trie.subtree_end[child]])
+        nxt = int(dfa.table[sid, b])
+        if nxt >= 0:
+            _allow(words, trie.token_ids, trie.token_start[child], trie.token_start[child + 1])
+            if trie.subtree_end[child] > child + 1:
+                nodes.append(child)
+                states.append(nxt)
+    if nodes:
+        _walk_from(dfa, trie, np.asarray(nodes, dtype=np.int64), np.asarray(states, dtype=np.int64), words)
+    if dfa.accepting[sid]:
+        words |= eos_words
+    return StateTokens(words=words.view(np.int32), num_allowed=int(np.bitwise_count(words).sum()))
+
+
+def _walk_from(dfa: LazyDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndarray, words: np.ndarray) -> int:
+    """Run `_walk` from (node, state) pairs, expanding the rows it stops at, until done;
+    returns how many tokens it allowed."""
+    allowed = 0
     while nodes.size:
         count, nodes, states = _walk(
             dfa.table, dfa.expanded, dfa.loops, trie.edge_start, trie.edge_byte, trie.edge_child,
@@ -297,8 +385,4 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int) -> StateTokens:
         allowed += count
         for state in np.unique(states).tolist():
             dfa.expand(state)
-    words = words.view(np.int32)
-    if dfa.accepting[sid] and eos_count:
-        words |= eos_words
-        allowed += eos_count
-    return StateTokens(words=words, num_allowed=allowed)
+    return allowed
