@@ -202,6 +202,10 @@ def token_trie(vocab) -> TokenTrie:
         trie = _TRIES.get(key)
         if trie is None:
             trie = TokenTrie.of_vocabulary(vocab)
+            # Compile (or load from numba's cache) the rarely used kernel now, not inside
+            # the first state that needs it (a ~0.2 s step).
+            _deny(np.zeros(bitmask_words(trie.vocab_size), dtype=np.uint32), trie.token_ids,
+                  trie.token_start[0], trie.token_start[0])
             _TRIES[key] = trie
         return trie
 
