@@ -127,6 +127,12 @@ class StructgenAdapter(Adapter):
             eos = state["eos"]
         self.eos_ids = [int(e) for e in eos] if isinstance(eos, (list, tuple, set, frozenset)) else [int(eos)]
         self._clear = getattr(structgen, "clear_cache", None)
+        # Per-vocabulary setup, untimed like the peers' tokenizer setup: the token trie
+        # (and its compiled walk) that `structgen serve` also builds before serving.
+        try:
+            structgen.compile_choice(["ready"], self.vocab).matcher().fill_bitmask(self.bitmask, 0)
+        except Exception:  # pragma: no cover - an older tree: the first compile builds it
+            pass
 
     @classmethod
     def probe(cls, state) -> tuple[bool, str]:
