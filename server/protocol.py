@@ -36,7 +36,8 @@ class StructuredOutputs(_Strict):
     regex: str | None = None
     choice: list[str] | None = None
     grammar: str | None = None
-    whitespace_pattern: str | None = None
+    whitespace_pattern: str | None = None  # vLLM's; refused by name when given (see structured.py)
+    property_order: Literal["schema", "any"] | None = None  # structgen's: object members in any order
 
 
 class FunctionSpec(_Strict):

@@ -41,6 +41,7 @@ class OutputSpec:
     single_tool: str | None = None  # a named tool_choice: the output is its arguments
     auto_tools: bool = False  # tool_choice "auto": free text, or one call between TOOL_TAGS
     param: str = "response_format"  # which request field the grammar came from
+    options: dict | None = None  # extra compile_json_schema options (property_order)
 
 
 def output_spec(request: ChatCompletionRequest | CompletionRequest) -> OutputSpec:
@@ -62,12 +63,23 @@ def output_spec(request: ChatCompletionRequest | CompletionRequest) -> OutputSpe
         if len(given) != 1:
             raise UnsupportedRequestError("structured_outputs", "give exactly one of json, regex, choice, grammar")
         key, value = given[0]
+        if so.whitespace_pattern is not None:
+            raise UnsupportedRequestError(
+                "structured_outputs.whitespace_pattern",
+                "whitespace_pattern is not supported: JSON is written with json.dumps separators",
+            )
+        options = None
+        if so.property_order is not None:
+            if key != "json":
+                raise UnsupportedRequestError("structured_outputs.property_order",
+                                              "property_order applies to structured_outputs.json only")
+            options = {"property_order": so.property_order}
         if key == "grammar":
             value = (value, _grammar_syntax(value))
         if key == "json":
             value = json.loads(value) if isinstance(value, str) else value
             key = "json_schema"
-        specs.append(OutputSpec(key, value, param=f"structured_outputs.{given[0][0]}"))
+        specs.append(OutputSpec(key, value, param=f"structured_outputs.{given[0][0]}", options=options))
     tool_spec = _tool_spec(request) if isinstance(request, ChatCompletionRequest) else None
     if tool_spec is not None:
         specs.append(tool_spec)
@@ -128,7 +140,7 @@ async def compile_spec(spec: OutputSpec, vocab: Any) -> tuple[Any, float, bool]:
 
 def _compile(spec: OutputSpec, vocab: Any) -> Any:
     if spec.kind == "json_schema":
-        return structgen.compile_json_schema(spec.source, vocab)
+        return structgen.compile_json_schema(spec.source, vocab, **(spec.options or {}))
     if spec.kind == "regex":
         return structgen.compile_regex(spec.source, vocab)
     if spec.kind == "grammar":

@@ -183,6 +183,23 @@ def test_structured_outputs_grammar_lark_and_gbnf(client, model):
     assert body["param"] == "structured_outputs.grammar" and "b" in body["message"]
 
 
+def test_structured_outputs_json_options(client, model):
+    """structured_outputs.property_order="any" compiles the schema with members in any
+    order (output still validates); vLLM's whitespace_pattern is refused by name, not
+    ignored; property_order on a non-JSON grammar is a 400 too."""
+    resp = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Give a person as JSON."}], max_tokens=60, temperature=1.0,
+        seed=3, extra_body={"structured_outputs": {"json": PERSON, "property_order": "any"}})
+    choice = resp.choices[0]
+    if choice.finish_reason == "stop":
+        jsonschema.validate(json.loads(choice.message.content), PERSON)
+    for extra, param in [({"json": PERSON, "whitespace_pattern": "[ ]?"}, "structured_outputs.whitespace_pattern"),
+                         ({"regex": "[a-z]+", "property_order": "any"}, "structured_outputs.property_order")]:
+        with pytest.raises(openai.BadRequestError) as err:
+            client.completions.create(model=model, prompt="x", max_tokens=4, extra_body={"structured_outputs": extra})
+        assert err.value.body["param"] == param, err.value.body
+
+
 def test_named_tool_call_arguments_validate(client, model):
     weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
                                                 "unit": {"enum": ["celsius", "fahrenheit"]}},
