@@ -68,13 +68,15 @@ class LazyDFA:
         with self._lock:
             if self.expanded[sid]:
                 return
-            row = self.table[sid]
+            pieces = [(lo, hi, self._intern(target)) for lo, hi, target in self._successors(self._sets[sid])]
+            row = self.table[sid]  # after interning, which may grow (replace) self.table
             row[:] = DEAD
             loops = False
-            for lo, hi, target in self._successors(self._sets[sid]):
-                nxt = self._intern(target)  # may grow (replace) self.table
-                row = self.table[sid]
-                row[lo : hi + 1] = nxt
+            for lo, hi, nxt in pieces:
+                if lo == hi:
+                    row[lo] = nxt
+                else:
+                    row[lo : hi + 1] = nxt
                 loops = loops or nxt == sid
             if loops:
                 self.loops[sid] = np.packbits(row == sid, bitorder="little").view("<u8")

@@ -63,6 +63,7 @@ class LazyNFA:
         self._nonempty: dict[int, bool] = {}
         self._graph_live: dict[int, tuple[frozenset[int], dict[int, list]]] = {}
         self._members_ok: dict[int, tuple[int, bool]] = {}
+        self._alt_live: dict[int, tuple] = {}
         self._closures: dict[tuple, frozenset] = {}
         self._after: dict[tuple, frozenset] = {}
         self._resumes: dict[int, frozenset] = {}
@@ -91,6 +92,7 @@ class LazyNFA:
         self._nonempty = dict(known)
         self._graph_live.clear()
         self._members_ok.clear()
+        self._alt_live.clear()
 
     def nonempty(self, node: ir.Node) -> bool:
         """Whether the node's language has at least one string (memoized)."""
@@ -219,9 +221,8 @@ class LazyNFA:
             else:
                 self._resume(cont, out, seen)
         elif isinstance(node, ir.Alt):
-            for item in node.items:
-                if self.nonempty(item):
-                    self._enter(item, cont, out, seen)
+            for item in self._live_items(node):
+                self._enter(item, cont, out, seen)
         elif isinstance(node, ir.Repeat):
             self._repeat(node, 0, cont, out, seen)
         elif isinstance(node, ir.Graph):
@@ -232,6 +233,14 @@ class LazyNFA:
             self._enter_rule(node, cont, out, seen)
         else:
             raise TypeError(f"not an IR node: {node!r}")
+
+    def _live_items(self, alt: ir.Alt) -> tuple:
+        """The branches of an Alt with a non-empty language (memoized: closures enter
+        the same alternations -- a string's character classes -- over and over)."""
+        live = self._alt_live.get(id(alt))
+        if live is None:
+            live = self._alt_live[id(alt)] = tuple(item for item in alt.items if self.nonempty(item))
+        return live
 
     def _enter_rule(self, ref: ir.Ref, cont: int, out: set, seen: set) -> None:
         if not self.nonempty(ref):

@@ -387,6 +387,6 @@ def _walk_from(dfa: LazyDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndar
             trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words,
         )
         allowed += count
-        for state in np.unique(states).tolist():
+        for state in set(states.tolist()):
             dfa.expand(state)
     return allowed
