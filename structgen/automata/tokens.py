@@ -202,10 +202,11 @@ def token_trie(vocab) -> TokenTrie:
         trie = _TRIES.get(key)
         if trie is None:
             trie = TokenTrie.of_vocabulary(vocab)
-            # Compile (or load from numba's cache) the rarely used kernel now, not inside
-            # the first state that needs it (a ~0.2 s step).
+            # Compile (or load from numba's cache) the kernels used later now, not inside
+            # the first state that needs one (a 0.2-0.3 s step on a fresh machine).
             _deny(np.zeros(bitmask_words(trie.vocab_size), dtype=np.uint32), trie.token_ids,
                   trie.token_start[0], trie.token_start[0])
+            _made_of(trie._token_bytes[:0], trie._token_end[:0], np.zeros(4, dtype=np.uint64))
             _TRIES[key] = trie
         return trie
 
