@@ -4,9 +4,9 @@ Owns: the NFA view of an `ir.Node` tree, built on demand. An NFA state ("item") 
 leaf of the tree -- a byte of a `Bytes` literal or a `ByteSet` -- together with its
 continuation: an interned chain of frames saying what comes after (the rest of a
 `Concat`, or its last item alone, the next iteration of a `Repeat`, the next state of a
-`Graph` or of an any-order object's `Members`). Nothing is expanded before a DFA state steps into it, so a schema whose "any
-value" branches are never taken costs nothing for them, and shared subtrees are never
-copied.
+`Graph` or of an any-order object's `Members`). Nothing is expanded before a DFA state
+steps into it, so a schema whose "any value" branches are never taken costs nothing for
+them, and shared subtrees are never copied.
 
 `Ref` nodes (named rules of a context-free grammar, recursive JSON Schema `$ref`) are
 entered with the continuation they were reached with, so continuations grow with the

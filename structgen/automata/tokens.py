@@ -318,8 +318,8 @@ def near_state(dfa: LazyDFA, sid: int) -> tuple[int, np.ndarray] | None:
     t = int(values[counts.argmax()])
     if t == sid:
         return None  # it loops on most bytes: its LoopSlice is the shortcut
-    dfa.expand(t)
-    differ = np.flatnonzero(dfa.table[t] != row)
+    dfa.expand(t)  # may grow (replace) the table: index it afresh
+    differ = np.flatnonzero(dfa.table[t] != dfa.table[sid])
     if differ.size > NEAR_MAX_BYTES:
         return None
     return t, differ

@@ -354,6 +354,14 @@ class _Style:
             return ir.seq(ir.lit(opener), self.ws(d + 1), ir.lit(closer))
         return ir.lit(opener + closer)
 
+    def members(self, d: int, entries: list[ir.Node], required: list[bool], extra: ir.Node | None = None,
+                lo: int = 0, hi: int | None = None) -> ir.Node:
+        """An object whose members come in any order (`ir.Members`), brackets included."""
+        close_some = ir.seq(self.close(d), ir.lit("}"))
+        return ir.seq(ir.lit("{"), ir.Members(
+            entries, required, extra, self.open(d), self.sep(d), self.empty(d, "", "}"), close_some, lo, hi,
+        ))
+
     def container(self, d: int, opener: str, closer: str, elements: list[ir.Node]) -> ir.Node:
         if not elements:
             return self.empty(d, opener, closer)
@@ -2248,12 +2256,7 @@ class _Compiler:
             colon = self.style.colon(depth)
             members = [ir.seq(self.key_literal(k), colon, self.literal(x, depth + 1)) for k, x in v.items()]
             if self.o.property_order == "any" and len(members) > 1:
-                st = self.style
-                close_some = ir.seq(st.close(depth), ir.lit("}"))
-                return ir.seq(ir.lit("{"), ir.Members(
-                    members, [True] * len(members), None,
-                    st.open(depth), st.sep(depth), st.empty(depth, "", "}"), close_some,
-                ))
+                return self.style.members(depth, members, [True] * len(members))
             return self.style.container(depth, "{", "}", members)
         if isinstance(v, float) and not math.isfinite(v):
             return ir.NOTHING
@@ -2759,13 +2762,7 @@ class _Compiler:
         if extra is None and lo > n:
             return ir.NOTHING
         if self.o.property_order == "any" and n + (extra is not None) > 1:
-            open_, sep = st.open(depth), st.sep(depth)
-            close_some = ir.seq(st.close(depth), ir.lit("}"))
-            members = ir.Members(
-                [e for e, _ in entries], [r for _, r in entries], extra,
-                open_, sep, st.empty(depth, "", "}"), close_some, lo, hi,
-            )
-            return ir.seq(ir.lit("{"), members)
+            return st.members(depth, [e for e, _ in entries], [r for _, r in entries], extra, lo, hi)
         if extra is None and n_req == n and lo <= n and (hi is None or hi >= n):
             return st.container(depth, "{", "}", [e for e, _ in entries])  # all required: a sequence
         # Graph over (layer i = next declared property, c = entries written so far).
