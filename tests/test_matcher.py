@@ -36,6 +36,13 @@ def oracle_allowed(grammar: CompiledGrammar, sid: int, vocab) -> set[int]:
     return allowed
 
 
+def allowed_at(grammar: CompiledGrammar, sid: int) -> set[int]:
+    """The token ids a matcher standing in DFA state `sid` allows (through fill_bitmask)."""
+    matcher = grammar.matcher()
+    matcher._stack[-1] = sid
+    return set(matcher.allowed_token_ids().tolist())
+
+
 JSONISH = ir.seq(
     ir.lit('{"name": "'),
     ir.rep(ir.alt(ir.byteset([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)]), ir.lit("\\n")), 0, None),
@@ -54,9 +61,7 @@ def test_masks_equal_bruteforce_oracle(smollm2_vocab):
         sid = grammar.dfa.walk(sid, bytes([b]))
         visited.append(sid)
     for sid in dict.fromkeys(visited):
-        matcher = grammar.matcher()
-        matcher._stack[-1] = sid
-        got = set(matcher.allowed_token_ids().tolist())
+        got = allowed_at(grammar, sid)
         assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
 
 
@@ -243,9 +248,7 @@ def test_loop_slice_masks_equal_bruteforce_oracle(smollm2_vocab):
     assert len(states) >= 3
     for sid in states:
         assert grammar._trie.loop_slice(grammar.dfa.loops[sid]) is not None, f"state {sid} walked the whole trie"
-        matcher = grammar.matcher()
-        matcher._stack[-1] = sid
-        assert set(matcher.allowed_token_ids().tolist()) == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+        assert allowed_at(grammar, sid) == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
 
 
 def test_loop_slices_are_bounded(monkeypatch):
@@ -308,9 +311,7 @@ def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeniz
             assert sid >= 0, text
             visited.append(sid)
     for sid in dict.fromkeys(visited):
-        matcher = grammar.matcher()
-        matcher._stack[-1] = sid
-        got = set(matcher.allowed_token_ids().tolist())
+        got = allowed_at(grammar, sid)
         assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
         assert grammar.tokens_of(sid).num_allowed == len(got)
     assert len(used) >= 5, used

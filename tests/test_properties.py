@@ -90,19 +90,21 @@ def random_walk(grammar, vocab, rng: random.Random, steps: int, eos_chance: floa
     return None
 
 
+def completed_walks(grammar, vocab, rng: random.Random, walks: int) -> list[bytes]:
+    """The outputs of `walks` uniform random walks of up to 120 tokens that ended in EOS
+    (EOS taken with probability 0.5 whenever allowed, so that walks finish)."""
+    texts = [random_walk(grammar, vocab, rng, 120, 0.5, lambda allowed, _: rng.choice(allowed)) for _ in range(walks)]
+    return [text for text in texts if text is not None]
+
+
 @pytest.mark.parametrize("index", range(len(SCHEMAS)))
 def test_random_walks_stay_completable_and_validate(index, smollm2_vocab):
     schema = SCHEMAS[index]
     grammar = structgen.compile_json_schema(schema, smollm2_vocab)
-    rng = random.Random(index)
-    completed = 0
-    for _ in range(25):
-        # Prefer EOS once allowed so that walks finish; otherwise pick uniformly.
-        text = random_walk(grammar, smollm2_vocab, rng, 120, 0.5, lambda allowed, _: rng.choice(allowed))
-        if text is not None:
-            completed += 1
-            jsonschema.validate(json.loads(text), schema, cls=jsonschema.Draft202012Validator)
-    assert completed > 0
+    texts = completed_walks(grammar, smollm2_vocab, random.Random(index), 25)
+    for text in texts:
+        jsonschema.validate(json.loads(text), schema, cls=jsonschema.Draft202012Validator)
+    assert texts
 
 
 def accepts_tokens(grammar, tokenizer, text: str) -> bool:
@@ -146,16 +148,12 @@ def test_any_property_order_walks_validate_and_shuffled_instances_pass(index, sm
     accepted token by token."""
     schema = SCHEMAS[index]
     grammar = structgen.compile_json_schema(schema, smollm2_vocab, property_order="any")
-    rng = random.Random(index)
-    completed = 0
-    for _ in range(20):
-        text = random_walk(grammar, smollm2_vocab, rng, 120, 0.5, lambda allowed, _: rng.choice(allowed))
-        if text is not None:
-            completed += 1
-            jsonschema.validate(json.loads(text), schema, cls=jsonschema.Draft202012Validator)
-            keys = [k for k in json.loads(text, object_pairs_hook=lambda pairs: [k for k, _ in pairs])]
-            assert len(keys) == len(set(keys)), text
-    assert completed > 0
+    texts = completed_walks(grammar, smollm2_vocab, random.Random(index), 20)
+    for text in texts:
+        jsonschema.validate(json.loads(text), schema, cls=jsonschema.Draft202012Validator)
+        keys = json.loads(text, object_pairs_hook=lambda pairs: [k for k, _ in pairs])
+        assert len(keys) == len(set(keys)), text
+    assert texts
     checker = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
 
     @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
