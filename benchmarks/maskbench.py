@@ -101,7 +101,8 @@ class StructgenAdapter(Adapter):
 
     @classmethod
     def settings(cls):
-        return {"whitespace": cls.whitespace, "property_order": cls.property_order, "cache": "structgen.clear_cache() before each compile, if present"}
+        return {"whitespace": cls.whitespace, "property_order": cls.property_order,
+                "cache": "structgen.clear_cache() before each compile, if present"}
 
     @classmethod
     def prepare(cls, tokenizer):

@@ -266,9 +266,18 @@ def test_any_property_order():
     check({"const": {"k": 1, "v": [2]}}, accepted=[{"k": 1, "v": [2]}, {"v": [2], "k": 1}], rejected=[{"k": 1}],
           property_order="any")
     # nested objects and recursion: each object tracks its own members
-    tree = {"$defs": {"n": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/n"}
-    check(tree, accepted=[{"kids": [{"v": 2}, {"kids": [], "v": 3}], "v": 1}], rejected=[{"kids": [{"kids": []}], "v": 1}],
-          property_order="any")
+    node = {
+        "type": "object",
+        "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
+        "required": ["v"],
+        "additionalProperties": False,
+    }
+    check(
+        {"$defs": {"n": node}, "$ref": "#/$defs/n"},
+        accepted=[{"kids": [{"v": 2}, {"kids": [], "v": 3}], "v": 1}],
+        rejected=[{"kids": [{"kids": []}], "v": 1}],
+        property_order="any",
+    )
     # an entry that can never be written (false schema) is never offered
     check({"type": "object", "properties": {"a": False, "b": {"type": "integer"}, "c": {"type": "null"}}},
           accepted=[{"c": None, "b": 1}, {}], rejected=[{"a": 1}], property_order="any")
