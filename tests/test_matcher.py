@@ -6,15 +6,18 @@ through the DFA in plain Python.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import structgen
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.nfa import LazyNFA, ir_accepts
+from structgen.automata.nfa import ACCEPT, LazyNFA, LexemeSpace, ir_accepts
 from structgen.grammar import ir
 from structgen.matcher import CompiledGrammar
 
@@ -322,3 +325,89 @@ def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeniz
             assert m.accept_token(tid)
         assert m.is_accepting()
 
+
+
+LEXEME_SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string"}, "nick": {"type": "string", "maxLength": 3}}},
+    {"type": "object", "properties": {"id": {"type": "string", "minLength": 2, "maxLength": 6}},
+     "required": ["id"], "additionalProperties": False},
+    {"type": "array", "items": {"type": "string", "pattern": "^[a-zé]+$"}},
+    {"type": "object", "patternProperties": {"^x-": {"type": "string"}}, "additionalProperties": {"type": "integer"}},
+]
+
+
+def _plain_and_lexeme_dfas(schema):
+    from structgen.grammar.json_schema import JsonOptions, schema_to_ir
+
+    node = schema_to_ir(schema, JsonOptions())
+    return LazyDFA(LazyNFA(node, lexemes=False)), LazyDFA(LazyNFA(node))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    which=st.integers(0, len(LEXEME_SCHEMAS) - 1),
+    key=st.text(max_size=5),
+    value=st.text(alphabet=st.characters(codec="utf-8"), max_size=8),
+    cut=st.integers(0, 40),
+    noise=st.binary(max_size=3),
+)
+def test_lexemes_accept_exactly_what_the_plain_automaton_accepts(which, key, value, cut, noise):
+    """One JSON string character runs as a lexeme on a DFA shared by all grammars
+    (nfa.LexemeSpace). The automaton built that way must accept, and keep alive, exactly
+    the byte strings the automaton of plain leaves does: valid instances, instances
+    with escaped and multi-byte characters, and byte-level damage to them."""
+    plain, lexed = _plain_and_lexeme_dfas(LEXEME_SCHEMAS[which])
+    instance = [
+        {key: value, "name": value},
+        {"id": value + key},
+        [value, key],
+        {"x-" + key: value, key: 1},
+    ][which]
+    for ensure_ascii in (False, True):
+        text = json.dumps(instance, ensure_ascii=ensure_ascii).encode()
+        for data in (text, text[:cut] + noise + text[cut:]):
+            a, b = plain.start, lexed.start
+            for i in range(len(data)):
+                a, b = plain.walk(a, data[i : i + 1]), lexed.walk(b, data[i : i + 1])
+                assert (a >= 0) == (b >= 0), (data, i)
+                if a < 0:
+                    break
+            else:
+                assert bool(plain.accepting[a]) == bool(lexed.accepting[b]), data
+    if which != 2:  # a pattern's characters are the regex's own, not a lexeme
+        assert any(isinstance(item[0], LexemeSpace) for items in lexed._sets for item in items if item is not ACCEPT)
+
+
+def test_lexeme_space_is_shared_and_replaced_when_full(smollm2_vocab, smollm2_tokenizer, monkeypatch):
+    """Grammars share one lexeme DFA; past its cap new grammars start a fresh one while
+    the old ones keep theirs, and every mask still equals the oracle."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string", "maxLength": 4}}}
+    text = json.dumps({"a": "h\u00e9llo \\ \"\u2603\" \U0001f600", "b": "x\ny", "c": "z"})
+    structgen.clear_cache()
+    first = structgen.compile_json_schema(schema, smollm2_vocab)
+    second = structgen.compile_json_schema(schema, smollm2_vocab, whitespace="compact")
+    walk_text(first, text)
+    walk_text(second, text.replace(", ", ",").replace(": ", ":"))
+    assert first.dfa.nfa._space is second.dfa.nfa._space is LexemeSpace.current()
+    monkeypatch.setattr(LexemeSpace, "MAX_STATES", 0)
+    third = structgen.compile_json_schema(schema, smollm2_vocab, whitespace="flexible")
+    assert third.dfa.nfa._space is not first.dfa.nfa._space
+    for grammar, data in ((first, text), (third, text)):
+        visited = walk_text(grammar, data)
+        for sid in dict.fromkeys(visited):
+            assert allowed_at(grammar, sid) == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+        m = grammar.matcher()
+        for tid in smollm2_tokenizer.encode(data, add_special_tokens=False):
+            assert m.accept_token(tid)
+        assert m.is_accepting()
+
+
+def walk_text(grammar: CompiledGrammar, text: str) -> list[int]:
+    """The DFA states a text passes through, byte by byte (each must be alive)."""
+    sid, visited = grammar.dfa.start, []
+    for b in text.encode():
+        sid = grammar.dfa.walk(sid, bytes([b]))
+        assert sid >= 0, text
+        visited.append(sid)
+    assert grammar.dfa.accepting[sid]
+    return visited

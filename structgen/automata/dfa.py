@@ -41,6 +41,11 @@ class LazyDFA:
     def num_states(self) -> int:
         return len(self._sets)
 
+    def state_of(self, nfa_states: frozenset) -> int:
+        """The DFA state of a set of NFA items (interned)."""
+        with self._lock:
+            return self._intern(nfa_states)
+
     def _intern(self, nfa_states: frozenset[int]) -> int:
         sid = self._index.get(nfa_states)
         if sid is not None:
@@ -85,33 +90,33 @@ class LazyDFA:
     def _successors(self, items: frozenset) -> list[tuple[int, int, frozenset]]:
         """(lo, hi, next NFA state set) for the byte ranges leaving the set `items`."""
         nfa = self.nfa
-        leaves = [item for item in items if item is not ACCEPT]
-        if len(leaves) == 1:  # most states: one position, its ranges lead to one set
-            (item,) = leaves
-            target = nfa.after(item)
-            return [(lo, hi, target) for lo, hi in nfa.byte_ranges(item)] if target else []
-        ranges = [(lo, hi, k) for k, item in enumerate(leaves) for lo, hi in nfa.byte_ranges(item)]
+        moves = [nfa.moves(item) for item in items if item is not ACCEPT]
+        if len(moves) <= 1:  # most states: one item
+            return moves[0] if moves else []
+        ranges = [move for item_moves in moves for move in item_moves]
         # Cut the byte axis where any range starts or ends; each piece between two cuts
-        # leads to the union of the successors of the leaves covering it. Pieces covered
-        # by the same leaves (most of them: the letters of a string body) share one union.
+        # leads to the union of the targets of the ranges covering it. Pieces covered
+        # by the same ranges (most of them: the letters of a string body) share one union.
         cuts = sorted({lo for lo, _, _ in ranges} | {hi + 1 for _, hi, _ in ranges})
-        covering: list[list[int]] = [[] for _ in cuts]
-        for lo, hi, k in ranges:
+        covering: list[list[frozenset]] = [[] for _ in cuts]
+        for lo, hi, target in ranges:
             for i in range(bisect_left(cuts, lo), bisect_left(cuts, hi + 1)):
-                covering[i].append(k)
+                covering[i].append(target)
         unions: dict[tuple[int, ...], frozenset] = {}
         out = []
-        for i, ks in enumerate(covering):
-            if not ks:
+        for i, targets in enumerate(covering):
+            if not targets:
                 continue
-            key = tuple(ks)
-            target = unions.get(key)
-            if target is None:
-                target = unions[key] = frozenset().union(*(nfa.after(leaves[k]) for k in ks))
-                if len(target) > MAX_STATE_ITEMS:
-                    raise too_ambiguous()
-            if target:
-                out.append((cuts[i], cuts[i + 1] - 1, target))
+            if len(targets) == 1:
+                target = targets[0]
+            else:
+                key = tuple(map(id, targets))  # the targets live on in the moves lists
+                target = unions.get(key)
+                if target is None:
+                    target = unions[key] = frozenset().union(*targets)
+                    if len(target) > MAX_STATE_ITEMS:
+                        raise too_ambiguous()
+            out.append((cuts[i], cuts[i + 1] - 1, target))
         return out
 
     def step(self, sid: int, byte: int) -> int:

@@ -17,12 +17,19 @@ CFG front-end removes it, and `_enter` refuses what is left with a clear error.
 Every item can reach acceptance: subtrees with an empty language are detected once and
 never entered (for rules, by a least fixpoint over the Refs), so a mask built from
 these items has no dead ends.
+
+Lexemes (`ir.mark_lexeme`: one JSON string character, in all its encodings) are not
+entered leaf by leaf: they run on one DFA shared by every grammar (`LexemeSpace`), and
+an item is then (space, state of that DFA, continuation). A string body's state holds
+one such item instead of one per character class, and the bytes inside a multi-byte
+character or an escape need no continuations of their own.
 Must not know about tokens, vocabularies or the engine.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
@@ -56,8 +63,11 @@ class _deep_recursion:
 
 
 class LazyNFA:
-    def __init__(self, root: ir.Node):
+    def __init__(self, root: ir.Node, *, lexemes: bool = True):
         self.root = root
+        self._use_lexemes = lexemes
+        self._space: LexemeSpace | None = None  # pinned at the first lexeme entered
+        self._moves: dict[tuple, list] = {}
         self._frames: list[tuple] = [()]  # frame id -> (kind, node, index, parent frame id)
         self._frame_ids: dict[tuple, int] = {(): DONE}
         self._nonempty: dict[int, bool] = {}
@@ -215,6 +225,8 @@ class LazyNFA:
             out.add((node, 0, cont))
             if len(out) > MAX_STATE_ITEMS:
                 raise too_ambiguous()
+        elif self._use_lexemes and ir.is_lexeme(node):
+            self._enter_lexeme(node, cont, out, seen)
         elif isinstance(node, ir.Concat):
             if node.items:
                 self._enter(node.items[0], self._then(node, 1, cont), out, seen)
@@ -241,6 +253,16 @@ class LazyNFA:
         if live is None:
             live = self._alt_live[id(alt)] = tuple(item for item in alt.items if self.nonempty(item))
         return live
+
+    def _enter_lexeme(self, node: ir.Node, cont: int, out: set, seen: set) -> None:
+        space = self._space
+        if space is None:
+            space = self._space = LexemeSpace.current()
+        sid = space.start(node)
+        if space.dfa.has_exits(sid):
+            out.add((space, sid, cont))
+        if space.dfa.accepting[sid]:
+            self._resume(cont, out, seen)
 
     def _enter_rule(self, ref: ir.Ref, cont: int, out: set, seen: set) -> None:
         if not self.nonempty(ref):
@@ -323,6 +345,37 @@ class LazyNFA:
             return ((b, b),)
         return leaf.ranges
 
+    def moves(self, item) -> list[tuple[int, int, frozenset]]:
+        """(lo, hi, items reached) for the bytes an item consumes (memoized). A leaf
+        goes to one set whatever its byte; a lexeme item to one per state it reaches."""
+        cached = self._moves.get(item)
+        if cached is None:
+            first, position, cont = item
+            if isinstance(first, LexemeSpace):
+                cached = self._lexeme_moves(first, position, cont)
+            else:
+                target = self.after(item)
+                cached = [(lo, hi, target) for lo, hi in self.byte_ranges(item)] if target else []
+            self._moves[item] = cached
+        return cached
+
+    def _lexeme_moves(self, space: "LexemeSpace", sid: int, cont: int) -> list:
+        dfa = space.dfa
+        targets: dict[int, frozenset] = {}
+        out = []
+        for lo, hi, nxt in space.runs(sid):
+            target = targets.get(nxt)
+            if target is None:
+                inside = [(space, nxt, cont)] if dfa.has_exits(nxt) else []
+                if dfa.accepting[nxt]:  # the lexeme may end here: what follows it may start
+                    target = self._resumed(cont).union(inside) if inside else self._resumed(cont)
+                else:
+                    target = frozenset(inside)
+                targets[nxt] = target
+            if target:
+                out.append((lo, hi, target))
+        return out
+
     def after(self, item) -> frozenset:
         """Items reachable once the leaf item has consumed its byte."""
         cached = self._after.get(item)
@@ -348,6 +401,64 @@ class LazyNFA:
         return cached
 
 
+class LexemeSpace:
+    """One DFA, shared by every grammar, over the lexemes (`ir.mark_lexeme`: one JSON
+    string character of a given set) that grammars have entered. Inside a closure a
+    lexeme is one item (space, state of this DFA, continuation): the character classes
+    of a string body are one item, not ten, and the bytes inside a multi-byte character
+    or an escape move through this DFA, built once per process, instead of through
+    continuations built anew for every place the character occurs. A state is a set of
+    the lexemes' own items, so lexemes that agree on what may follow (character sets
+    share their non-ASCII part) reach the same state. Replaced by a fresh space past
+    `MAX_STATES`; a grammar keeps the space it started with."""
+
+    MAX_STATES = 20_000
+    _current: "LexemeSpace | None" = None
+    _lock = threading.Lock()
+
+    def __init__(self):
+        from structgen.automata.dfa import LazyDFA  # late: dfa.py builds on this module
+
+        self.nfa = LazyNFA(ir.EMPTY, lexemes=False)
+        # grammars pinned to a replaced space may still grow it a little
+        self.dfa = LazyDFA(self.nfa, max_states=5 * self.MAX_STATES + 10_000)
+        self._starts: dict[int, tuple[ir.Node, int]] = {}
+        self._runs: dict[int, list] = {}
+
+    @classmethod
+    def current(cls) -> "LexemeSpace":
+        with cls._lock:
+            if cls._current is None or cls._current.dfa.num_states > cls.MAX_STATES:
+                cls._current = LexemeSpace()
+            return cls._current
+
+    def start(self, node: ir.Node) -> int:
+        """The state where the lexeme `node` begins."""
+        got = self._starts.get(id(node))
+        if got is None:
+            with self.dfa._lock:  # the space's NFA is shared by grammars in every thread
+                sid = self.dfa.state_of(self.nfa.closure(node, DONE))
+                got = self._starts[id(node)] = (node, sid)
+        return got[1]
+
+    def runs(self, sid: int) -> list[tuple[int, int, int]]:
+        """(lo, hi, next state) for the runs of bytes leaving state `sid`."""
+        got = self._runs.get(sid)
+        if got is None:
+            self.dfa.expand(sid)
+            row = self.dfa.table[sid].tolist()
+            got, b = [], 0
+            while b < 256:
+                nxt, lo = row[b], b
+                while b + 1 < 256 and row[b + 1] == nxt:
+                    b += 1
+                if nxt >= 0:
+                    got.append((lo, b, nxt))
+                b += 1
+            self._runs[sid] = got
+        return got
+
+
 def too_ambiguous() -> GrammarTooLargeError:
     return GrammarTooLargeError(
         f"grammar too ambiguous: one automaton state would track more than {MAX_STATE_ITEMS:,} parse "
@@ -362,10 +473,10 @@ def ir_accepts(node: ir.Node, data: bytes) -> bool:
     for b in data:
         nxt: set = set()
         for item in current:
-            if item is ACCEPT:
-                continue
-            if any(lo <= b <= hi for lo, hi in nfa.byte_ranges(item)):
-                nxt |= nfa.after(item)
+            if item is not ACCEPT:
+                for lo, hi, target in nfa.moves(item):
+                    if lo <= b <= hi:
+                        nxt |= target
         if not nxt:
             return False
         current = nxt

@@ -359,7 +359,7 @@ def _json_char_ir(cs: CharSet, any_hex_escape: bool) -> ir.Node:
             escapes.append(ir.seq(ir.lit(b"u"), ir.alt(*u_parts)))
     if escapes:
         parts.append(ir.seq(ir.lit(b"\\"), ir.alt(*escapes)))
-    return ir.alt(*parts)
+    return ir.mark_lexeme(ir.alt(*parts))
 
 
 def json_char_ir(cs: CharSet, *, any_hex_escape: bool = False) -> ir.Node:

@@ -24,8 +24,11 @@ end in the middle of a UTF-8 character):
 
 Front-ends (regex, JSON Schema, choice) build trees with the smart constructors
 `lit`, `byteset`, `seq`, `alt`, `rep`, `opt`, which flatten and simplify. Nodes compare
-by identity; share a subtree by reusing the object. This module owns the node types and
-size accounting; it knows nothing of automata, tokens or the engine.
+by identity; share a subtree by reusing the object. A front-end marks the finite nodes
+it builds once and reuses everywhere (`mark_lexeme`: one JSON string character), a
+hint the automata may use to share work between grammars. This module owns the node
+types, that registry and size accounting; it knows nothing of automata, tokens or the
+engine.
 """
 
 from __future__ import annotations
@@ -223,6 +226,24 @@ def refs_in(node: Node) -> list[Ref]:
 
 EMPTY = Concat(())
 NOTHING = Alt(())
+
+# Lexemes: finite nodes a front-end builds once and reuses wherever they occur (the IR
+# of one JSON string character of a given set). The automata may run such a node on one
+# DFA shared by every grammar instead of tracking its leaves one by one. Registered
+# nodes are kept alive, so their ids stay theirs; past the cap new ones are plain nodes.
+_LEXEMES: dict[int, Node] = {}
+LEXEMES_MAX = 16384
+
+
+def mark_lexeme(node: Node) -> Node:
+    """Register a finite, reused node as a lexeme; returns it."""
+    if isinstance(node, (Concat, Alt)) and node.items and len(_LEXEMES) < LEXEMES_MAX:
+        _LEXEMES.setdefault(id(node), node)
+    return node
+
+
+def is_lexeme(node: Node) -> bool:
+    return _LEXEMES.get(id(node)) is node
 
 
 def is_empty(node: Node) -> bool:
