@@ -286,6 +286,55 @@ def test_loop_slices_are_bounded(monkeypatch):
     assert len(trie._sightings) <= 3
 
 
+def test_counted_run_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer, monkeypatch):
+    """The characters of a string with a maxLength lead from one count's state to the
+    next: no loop, but a counted run (tokens.run_of), whose tokens made only of plain
+    characters come from the LoopSlice by length. Every visited state's mask must equal
+    the oracle -- runs cut short by the bound, runs longer than RUN_MAX (whose longer
+    tokens are walked), several counts advancing together (anyOf) -- the shortcut must
+    have been taken, and tokens accepted through it must advance to the right state."""
+    import json
+
+    from structgen.automata import tokens as tk
+
+    runs = []
+    real = tk.run_of
+    monkeypatch.setattr(tk, "run_of", lambda *a: (lambda r: runs.append(r and r[1]) or r)(real(*a)))
+    schema = {
+        "type": "object",
+        "properties": {
+            "warm": {"type": "string"},
+            "long": {"type": "string", "maxLength": 40},
+            "short": {"type": "string", "minLength": 3, "maxLength": 12},
+            "either": {"anyOf": [{"type": "string", "maxLength": 9}, {"type": "string", "minLength": 5, "maxLength": 30}]},
+        },
+        "required": ["warm", "long", "short", "either"],
+    }
+    texts = [
+        json.dumps({"warm": "a body", "long": "forty characters, 'quoted' and \u00e9 x", "short": "twelve chars",
+                    "either": "a string past nine"}),
+        json.dumps({"warm": "", "long": "", "short": "abc", "either": "\"q\" é"}, ensure_ascii=False),
+    ]
+    for _ in range(2):  # the second grammar finds the string body's LoopSlice built
+        structgen.clear_cache()
+        grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+        visited = [sid for text in texts for sid in walk_text(grammar, text)]
+        for sid in dict.fromkeys(visited):
+            grammar.tokens_of(sid)
+    lengths = [n for n in runs if n is not None]
+    assert tk.RUN_MAX in lengths and any(n < tk.RUN_MAX for n in lengths), lengths
+    for sid in dict.fromkeys(visited):
+        got = allowed_at(grammar, sid)
+        assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+        assert grammar.tokens_of(sid).num_allowed == len(got)
+    for text in texts:
+        m = grammar.matcher()
+        for tid in smollm2_tokenizer.encode(text, add_special_tokens=False):
+            assert m.accept_token(tid)
+        assert m.is_accepting()
+        assert grammar.accepts_bytes(text.encode())
+
+
 def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer, monkeypatch):
     """Inside a key of an object that allows undeclared properties, the state after a
     prefix of a declared name differs from the free rest of the key on a few bytes only:
@@ -306,13 +355,7 @@ def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeniz
              json.dumps({"age": 2, "n\u00e9": "z", "naME": {"name": 1}})]
     structgen.clear_cache()
     grammar = structgen.compile_json_schema(schema, smollm2_vocab)
-    visited = []
-    for text in texts:
-        sid = grammar.dfa.start
-        for b in text.encode():
-            sid = grammar.dfa.walk(sid, bytes([b]))
-            assert sid >= 0, text
-            visited.append(sid)
+    visited = [sid for text in texts for sid in walk_text(grammar, text)]
     for sid in dict.fromkeys(visited):
         got = allowed_at(grammar, sid)
         assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"

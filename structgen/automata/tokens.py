@@ -17,6 +17,10 @@ survives all its bytes. These keep it short:
     allows at once every token made only of those bytes: that set is packed once per
     vocabulary and loop set (`LoopSlice`), and the walk goes through a small trie of
     the remaining tokens only, instead of the ~100k nodes of the whole vocabulary;
+  * a state that does not loop but sends all those bytes on to one state, and that
+    one again to one state (the characters of a string with a maxLength, one count
+    after another), allows the tokens of that slice up to the run's length: they are
+    taken by length from the slice, and only the other tokens are walked (`run_of`);
   * a state whose row differs from another state's on a few bytes only (a prefix of a
     declared key against the free rest of an undeclared one) copies that state's mask
     and walks only the subtrees of those first bytes (`near_state`).
@@ -126,10 +130,17 @@ class TokenTrie:
             got = None
             if count >= LOOP_SLICE_MIN_TOKENS and inside.size - count <= LOOP_SLICE_MAX_REST:
                 rest = [self.tokens[i] for i in np.flatnonzero(~inside).tolist()]
+                token_lengths = np.diff(self._token_end, prepend=0)
+                lengths = token_lengths[inside]
+                by_length = np.argsort(lengths, kind="stable")
+                long = [self.tokens[i] for i in np.flatnonzero(inside & (token_lengths > RUN_MAX)).tolist()]
                 got = LoopSlice(
                     words=pack_ids(self.token_ids[inside], self.vocab_size).view(np.uint32),
                     count=count,
                     rest=TokenTrie(rest, self.vocab_size, self.eos_ids.tolist()),
+                    ids_by_length=self.token_ids[inside][by_length],
+                    length_start=np.searchsorted(lengths[by_length], np.arange(RUN_MAX + 2)),
+                    long=TokenTrie(long, self.vocab_size, self.eos_ids.tolist()),
                 )
             self._slices[key] = got
             self._built += got is not None
@@ -148,15 +159,37 @@ LOOP_SLICE_MAX_BUILT = 64
 LOOP_SLICE_MAX_SIGHTINGS = 4096
 
 
+# A counted run (see `run_of`) is followed for at most this many bytes; the few tokens
+# made only of its bytes that are longer are walked (`LoopSlice.long`).
+RUN_MAX = 16
+
+
 @dataclass(frozen=True)
 class LoopSlice:
     """For one loop set L of one vocabulary: the packed tokens made only of bytes in L
     (every state looping on L allows them, and stays where it is), and a trie of all
-    the other tokens, the only ones such a state's walk must still look at."""
+    the other tokens, the only ones such a state's walk must still look at.
+
+    For counted runs (`run_of`), the tokens made of L by length: `ids_by_length`, with
+    those of length n at `length_start[n]:length_start[n+1]` (n <= RUN_MAX), and a trie
+    of the longer ones."""
 
     words: np.ndarray
     count: int
     rest: TokenTrie
+    ids_by_length: np.ndarray
+    length_start: np.ndarray
+    long: TokenTrie
+    _up_to: dict = field(default_factory=dict, compare=False)
+
+    def up_to(self, n: int) -> np.ndarray:
+        """Packed tokens made only of L with at most n bytes (n <= RUN_MAX; cached)."""
+        got = self._up_to.get(n)
+        if got is None:
+            got = np.zeros_like(self.words)
+            _allow(got, self.ids_by_length, 0, self.length_start[n + 1])
+            self._up_to[n] = got
+        return got
 
 
 @numba.njit(cache=True)
@@ -325,6 +358,65 @@ def near_state(dfa: LazyDFA, sid: int) -> tuple[int, np.ndarray] | None:
     return t, differ
 
 
+# A counted run needs this many bytes leading on together (a JSON string's characters).
+RUN_MIN_BYTES = 64
+_RUN_BLOCKED, _RUN_BROKEN, _RUN_DEAD, _RUN_FULL = range(4)  # how `_run` ended (its 0..3)
+
+
+def run_of(dfa: LazyDFA, trie: TokenTrie, sid: int) -> tuple[LoopSlice, int] | None:
+    """(slice, n) where `sid` starts a counted run on a byte set L, or None.
+
+    The characters of a string with a maxLength do not loop: each one leads to the
+    next count's state. But all the bytes of L (the plain characters) lead to ONE
+    state, and from it again to one state, and so on: a token made only of L with
+    k <= n bytes is allowed, and one with n < k <= RUN_MAX bytes is not (the run dies
+    there; when n == RUN_MAX it goes on and the longer tokens are walked). L's
+    LoopSlice then gives those tokens by length, and only the other tokens are walked
+    -- instead of the whole vocabulary at every count."""
+    row = dfa.table[sid]
+    exits = row[row >= 0]
+    if exits.size < RUN_MIN_BYTES:
+        return None
+    values, counts = np.unique(exits, return_counts=True)
+    if counts.max() < RUN_MIN_BYTES:
+        return None
+    target = values[counts.argmax()]
+    if target == sid:
+        return None  # a loop: its LoopSlice is the shortcut
+    members = row == target
+    piece = trie.loop_slice(np.packbits(members, bitorder="little").view("<u8"))
+    if piece is None:
+        return None
+    members = np.flatnonzero(members).astype(np.int64)
+    while True:
+        length, stop, how = _run(dfa.table, dfa.expanded, sid, members, RUN_MAX)
+        if how != _RUN_BLOCKED:
+            break
+        dfa.expand(stop)
+    return (piece, length) if how != _RUN_BROKEN else None
+
+
+@numba.njit(nogil=True, cache=True)
+def _run(table, expanded, start, members, limit):
+    """Follow the bytes `members` from `start` while they all lead to one live state:
+    (steps taken, state reached, how it ended: blocked on an unbuilt row, broken (the
+    bytes part ways), dead (they all leave the language) or full (`limit` steps))."""
+    state = start
+    for step in range(limit + 1):
+        if step == limit:
+            return step, state, 3
+        if not expanded[state]:
+            return step, state, 0
+        nxt = table[state, members[0]]
+        for i in range(1, members.size):
+            if table[state, members[i]] != nxt:
+                return step, state, 1
+        if nxt < 0:
+            return step, state, 2
+        state = nxt
+    return limit, state, 3
+
+
 def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None) -> StateTokens:
     """The tokens DFA state `sid` allows, expanding the DFA rows the walk needs.
     `tokens_of(t)`, when given, returns the (cached) StateTokens of another state: a
@@ -336,12 +428,19 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None) -> Sta
         return _near_tokens(dfa, trie, sid, near, tokens_of)
     eos_words, eos_count = trie.eos_words, trie.eos_ids.size
     piece = trie.loop_slice(dfa.loops[sid]) if dfa.loops[sid].any() else None
-    if piece is not None:  # its tokens are allowed; walk the others only
-        words, allowed, trie = piece.words.copy(), piece.count, piece.rest
-    else:
-        words, allowed = np.zeros(bitmask_words(trie.vocab_size), dtype=np.uint32), 0
+    run = run_of(dfa, trie, sid) if piece is None else None
     nodes = np.zeros(1, dtype=np.int64)
     states = np.full(1, sid, dtype=np.int64)
+    if piece is not None:  # its tokens are allowed; walk the others only
+        words, allowed, trie = piece.words.copy(), piece.count, piece.rest
+    elif run is not None:  # the tokens of the run's bytes up to its length; walk the others
+        piece, length = run
+        words, allowed = piece.up_to(length).copy(), int(piece.length_start[length + 1])
+        if length == RUN_MAX:
+            allowed += _walk_from(dfa, piece.long, nodes, states, words)
+        trie = piece.rest
+    else:
+        words, allowed = np.zeros(bitmask_words(trie.vocab_size), dtype=np.uint32), 0
     allowed += _walk_from(dfa, trie, nodes, states, words)
     words = words.view(np.int32)
     if dfa.accepting[sid] and eos_count:
