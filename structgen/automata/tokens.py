@@ -240,6 +240,7 @@ def token_trie(vocab) -> TokenTrie:
             _deny(np.zeros(bitmask_words(trie.vocab_size), dtype=np.uint32), trie.token_ids,
                   trie.token_start[0], trie.token_start[0])
             _made_of(trie._token_bytes[:0], trie._token_end[:0], np.zeros(4, dtype=np.uint64))
+            _run(np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=bool), 0, np.zeros(1, dtype=np.int64), 0)
             _TRIES[key] = trie
         return trie
 
