@@ -306,7 +306,8 @@ def test_counted_run_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeni
             "warm": {"type": "string"},
             "long": {"type": "string", "maxLength": 40},
             "short": {"type": "string", "minLength": 3, "maxLength": 12},
-            "either": {"anyOf": [{"type": "string", "maxLength": 9}, {"type": "string", "minLength": 5, "maxLength": 30}]},
+            "either": {"anyOf": [{"type": "string", "maxLength": 9},
+                                 {"type": "string", "minLength": 5, "maxLength": 30}]},
         },
         "required": ["warm", "long", "short", "either"],
     }

@@ -336,20 +336,29 @@ class StateTokens:
 NEAR_MAX_BYTES = 12
 
 
-def near_state(dfa: LazyDFA, sid: int) -> tuple[int, np.ndarray] | None:
-    """(t, bytes) where state t's row equals `sid`'s except on those few bytes, or None.
-
-    t is the state most of `sid`'s bytes lead to. Inside a key of an object that allows
-    undeclared properties, the state after the prefix "na" of a declared "name" sends
-    every byte but "m" to the free rest of the key, and so does that free state itself:
-    a token not starting with "m" does the same from both states. Such prefix states
-    are most of the costly first visits of MaskBench's schemas."""
+def dominant_target(dfa: LazyDFA, sid: int) -> tuple[int, int] | None:
+    """(t, n): the state t that most of `sid`'s bytes lead to, and how many bytes do;
+    None when few bytes leave `sid` (its plain walk is short anyway)."""
     row = dfa.table[sid]
     targets = row[row >= 0]
     if targets.size <= 2 * NEAR_MAX_BYTES:
-        return None  # few bytes leave: the plain walk is short anyway
+        return None
     values, counts = np.unique(targets, return_counts=True)
-    t = int(values[counts.argmax()])
+    best = counts.argmax()
+    return int(values[best]), int(counts[best])
+
+
+def near_state(dfa: LazyDFA, sid: int, dominant: tuple[int, int] | None) -> tuple[int, np.ndarray] | None:
+    """(t, bytes) where state t's row equals `sid`'s except on those few bytes, or None.
+
+    t is the state most of `sid`'s bytes lead to (`dominant`). Inside a key of an object
+    that allows undeclared properties, the state after the prefix "na" of a declared
+    "name" sends every byte but "m" to the free rest of the key, and so does that free
+    state itself: a token not starting with "m" does the same from both states. Such
+    prefix states are most of the costly first visits of MaskBench's schemas."""
+    if dominant is None:
+        return None
+    t = dominant[0]
     if t == sid:
         return None  # it loops on most bytes: its LoopSlice is the shortcut
     dfa.expand(t)  # may grow (replace) the table: index it afresh
@@ -361,30 +370,22 @@ def near_state(dfa: LazyDFA, sid: int) -> tuple[int, np.ndarray] | None:
 
 # A counted run needs this many bytes leading on together (a JSON string's characters).
 RUN_MIN_BYTES = 64
-_RUN_BLOCKED, _RUN_BROKEN, _RUN_DEAD, _RUN_FULL = range(4)  # how `_run` ended (its 0..3)
+_RUN_BLOCKED, _RUN_BROKEN, _RUN_DEAD, _RUN_FULL = range(4)  # how `_run` ended
 
 
-def run_of(dfa: LazyDFA, trie: TokenTrie, sid: int) -> tuple[LoopSlice, int] | None:
+def run_of(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant: tuple[int, int] | None) -> tuple[LoopSlice, int] | None:
     """(slice, n) where `sid` starts a counted run on a byte set L, or None.
 
     The characters of a string with a maxLength do not loop: each one leads to the
     next count's state. But all the bytes of L (the plain characters) lead to ONE
-    state, and from it again to one state, and so on: a token made only of L with
-    k <= n bytes is allowed, and one with n < k <= RUN_MAX bytes is not (the run dies
-    there; when n == RUN_MAX it goes on and the longer tokens are walked). L's
-    LoopSlice then gives those tokens by length, and only the other tokens are walked
-    -- instead of the whole vocabulary at every count."""
-    row = dfa.table[sid]
-    exits = row[row >= 0]
-    if exits.size < RUN_MIN_BYTES:
-        return None
-    values, counts = np.unique(exits, return_counts=True)
-    if counts.max() < RUN_MIN_BYTES:
-        return None
-    target = values[counts.argmax()]
-    if target == sid:
-        return None  # a loop: its LoopSlice is the shortcut
-    members = row == target
+    state (`dominant`), and from it again to one state, and so on: a token made only
+    of L with k <= n bytes is allowed, and one with n < k <= RUN_MAX bytes is not (the
+    run dies there; when n == RUN_MAX it goes on and the longer tokens are walked).
+    L's LoopSlice then gives those tokens by length, and only the other tokens are
+    walked -- instead of the whole vocabulary at every count."""
+    if dominant is None or dominant[1] < RUN_MIN_BYTES or dominant[0] == sid:
+        return None  # few bytes lead on together, or a loop (its LoopSlice is the shortcut)
+    members = dfa.table[sid] == dominant[0]
     piece = trie.loop_slice(np.packbits(members, bitorder="little").view("<u8"))
     if piece is None:
         return None
@@ -403,19 +404,17 @@ def _run(table, expanded, start, members, limit):
     (steps taken, state reached, how it ended: blocked on an unbuilt row, broken (the
     bytes part ways), dead (they all leave the language) or full (`limit` steps))."""
     state = start
-    for step in range(limit + 1):
-        if step == limit:
-            return step, state, 3
+    for step in range(limit):
         if not expanded[state]:
-            return step, state, 0
+            return step, state, _RUN_BLOCKED
         nxt = table[state, members[0]]
         for i in range(1, members.size):
             if table[state, members[i]] != nxt:
-                return step, state, 1
+                return step, state, _RUN_BROKEN
         if nxt < 0:
-            return step, state, 2
+            return step, state, _RUN_DEAD
         state = nxt
-    return limit, state, 3
+    return limit, state, _RUN_FULL
 
 
 def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None) -> StateTokens:
@@ -424,12 +423,13 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None) -> Sta
     state near one (`near_state`) copies that state's mask and walks only the first
     bytes where the two differ."""
     dfa.expand(sid)
-    near = near_state(dfa, sid) if tokens_of is not None else None
+    dominant = dominant_target(dfa, sid)
+    near = near_state(dfa, sid, dominant) if tokens_of is not None else None
     if near is not None:
         return _near_tokens(dfa, trie, sid, near, tokens_of)
     eos_words, eos_count = trie.eos_words, trie.eos_ids.size
     piece = trie.loop_slice(dfa.loops[sid]) if dfa.loops[sid].any() else None
-    run = run_of(dfa, trie, sid) if piece is None else None
+    run = run_of(dfa, trie, sid, dominant) if piece is None else None
     nodes = np.zeros(1, dtype=np.int64)
     states = np.full(1, sid, dtype=np.int64)
     if piece is not None:  # its tokens are allowed; walk the others only
