@@ -75,7 +75,6 @@ class LazyNFA:
         self._members_ok: dict[int, tuple[int, bool]] = {}
         self._alt_live: dict[int, tuple] = {}
         self._closures: dict[tuple, frozenset] = {}
-        self._after: dict[tuple, frozenset] = {}
         self._resumes: dict[int, frozenset] = {}
         self._ref_depth = 0
         self._solve_refs(root)
@@ -377,16 +376,12 @@ class LazyNFA:
         return out
 
     def after(self, item) -> frozenset:
-        """Items reachable once the leaf item has consumed its byte."""
-        cached = self._after.get(item)
-        if cached is None:
-            leaf, offset, cont = item
-            if isinstance(leaf, ir.Bytes) and offset + 1 < len(leaf.data):
-                cached = frozenset([(leaf, offset + 1, cont)])
-            else:
-                cached = self._resumed(cont)
-            self._after[item] = cached
-        return cached
+        """Items reachable once the leaf item has consumed its byte (not memoized
+        itself: `moves`, its one caller, is)."""
+        leaf, offset, cont = item
+        if isinstance(leaf, ir.Bytes) and offset + 1 < len(leaf.data):
+            return frozenset([(leaf, offset + 1, cont)])
+        return self._resumed(cont)
 
     def _resumed(self, cont: int) -> frozenset:
         """Items reachable by resuming continuation `cont` (memoized: the leaves of one
