@@ -11,11 +11,9 @@ Must not know about tokens or the engine.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
-
 import numpy as np
 
-from structgen.automata.nfa import ACCEPT, MAX_STATE_ITEMS, LazyNFA, too_ambiguous
+from structgen.automata.nfa import ACCEPT, LazyNFA
 from structgen.errors import GrammarTooLargeError
 
 DEAD = -1  # no transition: the byte leaves the language
@@ -73,7 +71,7 @@ class LazyDFA:
         with self._lock:
             if self.expanded[sid]:
                 return
-            pieces = [(lo, hi, self._intern(target)) for lo, hi, target in self._successors(self._sets[sid])]
+            pieces = [(lo, hi, self._intern(target)) for lo, hi, target in self.nfa.successors(self._sets[sid])]
             row = self.table[sid]  # after interning, which may grow (replace) self.table
             row[:] = DEAD
             loops = False
@@ -86,38 +84,6 @@ class LazyDFA:
             if loops:
                 self.loops[sid] = np.packbits(row == sid, bitorder="little").view("<u8")
             self.expanded[sid] = True
-
-    def _successors(self, items: frozenset) -> list[tuple[int, int, frozenset]]:
-        """(lo, hi, next NFA state set) for the byte ranges leaving the set `items`."""
-        nfa = self.nfa
-        moves = [nfa.moves(item) for item in items if item is not ACCEPT]
-        if len(moves) <= 1:  # most states: one item
-            return moves[0] if moves else []
-        ranges = [move for item_moves in moves for move in item_moves]
-        # Cut the byte axis where any range starts or ends; each piece between two cuts
-        # leads to the union of the targets of the ranges covering it. Pieces covered
-        # by the same ranges (most of them: the letters of a string body) share one union.
-        cuts = sorted({lo for lo, _, _ in ranges} | {hi + 1 for _, hi, _ in ranges})
-        covering: list[list[frozenset]] = [[] for _ in cuts]
-        for lo, hi, target in ranges:
-            for i in range(bisect_left(cuts, lo), bisect_left(cuts, hi + 1)):
-                covering[i].append(target)
-        unions: dict[tuple[int, ...], frozenset] = {}
-        out = []
-        for i, targets in enumerate(covering):
-            if not targets:
-                continue
-            if len(targets) == 1:
-                target = targets[0]
-            else:
-                key = tuple(map(id, targets))  # the targets live on in the moves lists
-                target = unions.get(key)
-                if target is None:
-                    target = unions[key] = frozenset().union(*targets)
-                    if len(target) > MAX_STATE_ITEMS:
-                        raise too_ambiguous()
-            out.append((cuts[i], cuts[i + 1] - 1, target))
-        return out
 
     def step(self, sid: int, byte: int) -> int:
         self.expand(sid)

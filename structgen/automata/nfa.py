@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from bisect import bisect_left
 
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
@@ -68,6 +69,7 @@ class LazyNFA:
         self._use_lexemes = lexemes
         self._space: LexemeSpace | None = None  # pinned at the first lexeme entered
         self._moves: dict[tuple, list] = {}
+        self._start_moves_of: dict[tuple, list] = {}
         self._frames: list[tuple] = [()]  # frame id -> (kind, node, index, parent frame id)
         self._frame_ids: dict[tuple, int] = {(): DONE}
         self._nonempty: dict[int, bool] = {}
@@ -123,6 +125,8 @@ class LazyNFA:
             result = node.start in self._graph(node)[0]
         elif isinstance(node, ir.Members):
             result = self._members_live(node, ir.Members.START)
+        elif isinstance(node, ir.Stepper):
+            result = True  # every position can reach an end (the Stepper contract)
         else:
             raise TypeError(f"not an IR node: {node!r}")
         self._nonempty[key] = result
@@ -242,6 +246,10 @@ class LazyNFA:
             self._members_state(node, ir.Members.START, cont, out, seen)
         elif isinstance(node, ir.Ref):
             self._enter_rule(node, cont, out, seen)
+        elif isinstance(node, ir.Stepper):
+            out.add((node, node.start, cont))
+            if node.final(node.start):
+                self._resume(cont, out, seen)
         else:
             raise TypeError(f"not an IR node: {node!r}")
 
@@ -352,6 +360,8 @@ class LazyNFA:
             first, position, cont = item
             if isinstance(first, LexemeSpace):
                 cached = self._lexeme_moves(first, position, cont)
+            elif isinstance(first, ir.Stepper):
+                cached = self._stepper_moves(first, position, cont)
             else:
                 target = self.after(item)
                 cached = [(lo, hi, target) for lo, hi in self.byte_ranges(item)] if target else []
@@ -373,6 +383,62 @@ class LazyNFA:
                 targets[nxt] = target
             if target:
                 out.append((lo, hi, target))
+        return out
+
+    def _stepper_moves(self, node: ir.Stepper, pos, cont: int) -> list:
+        out = []
+        for lo, hi, kind, arg in node.spec(pos):
+            if kind == ir.Stepper.GOTO:
+                inside = frozenset([(node, arg, cont)])
+                target = inside.union(self._resumed(cont)) if node.final(arg) else inside
+                out.append((lo, hi, target))
+            elif kind == ir.Stepper.ENTER:
+                target = self.closure(arg, cont)
+                if target:
+                    out.append((lo, hi, target))
+            else:  # STEP: the bytes are read by `arg`'s start instead
+                for m_lo, m_hi, target in self._start_moves(arg, cont):
+                    if m_hi >= lo and m_lo <= hi:
+                        out.append((max(lo, m_lo), min(hi, m_hi), target))
+        return out
+
+    def _start_moves(self, node: ir.Node, cont: int) -> list:
+        """(lo, hi, items reached) for the bytes `node` may start with (a Stepper's STEP
+        node; memoized: every position of a Stepper shares its STEP node's moves)."""
+        cached = self._start_moves_of.get((node, cont))
+        if cached is None:
+            cached = self._start_moves_of[(node, cont)] = self.successors(self.closure(node, cont))
+        return cached
+
+    def successors(self, items: frozenset) -> list[tuple[int, int, frozenset]]:
+        """(lo, hi, next NFA state set) for the byte ranges leaving the set `items`."""
+        moves = [self.moves(item) for item in items if item is not ACCEPT]
+        if len(moves) <= 1:  # most states: one item
+            return moves[0] if moves else []
+        ranges = [move for item_moves in moves for move in item_moves]
+        # Cut the byte axis where any range starts or ends; each piece between two cuts
+        # leads to the union of the targets of the ranges covering it. Pieces covered
+        # by the same ranges (most of them: the letters of a string body) share one union.
+        cuts = sorted({lo for lo, _, _ in ranges} | {hi + 1 for _, hi, _ in ranges})
+        covering: list[list[frozenset]] = [[] for _ in cuts]
+        for lo, hi, target in ranges:
+            for i in range(bisect_left(cuts, lo), bisect_left(cuts, hi + 1)):
+                covering[i].append(target)
+        unions: dict[tuple[int, ...], frozenset] = {}
+        out = []
+        for i, targets in enumerate(covering):
+            if not targets:
+                continue
+            if len(targets) == 1:
+                target = targets[0]
+            else:
+                key = tuple(map(id, targets))  # the targets live on in the moves lists
+                target = unions.get(key)
+                if target is None:
+                    target = unions[key] = frozenset().union(*targets)
+                    if len(target) > MAX_STATE_ITEMS:
+                        raise too_ambiguous()
+            out.append((cuts[i], cuts[i + 1] - 1, target))
         return out
 
     def after(self, item) -> frozenset:

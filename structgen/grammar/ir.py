@@ -19,6 +19,9 @@ end in the middle of a UTF-8 character):
                              most once, an optional extra member any number of times;
                              its states (entries written, member count) are made only
                              when reached, since there are 2^n of them
+    Stepper                  a node that runs its own small automaton (a subclass says
+                             how it moves from each of its positions), for languages
+                             whose tree of basic nodes is costly to determinize
 
 `EMPTY` (the empty string) is `Concat(())`; `NOTHING` (the empty language) is `Alt(())`.
 
@@ -180,6 +183,40 @@ class Members(Node):
 
     def __repr__(self) -> str:
         return f"Members({len(self.firsts)} entries, required={self.required_mask:b}, extra={self.extra_first!r})"
+
+
+class Stepper(Node):
+    """A node that steps through its own positions: a subclass says, per position, where
+    each byte goes. For languages that are cheap to run by hand but costly to run as a
+    tree of basic nodes (the name of an undeclared JSON property: any string but the
+    declared names, in every escape spelling, is a tree of one alternation per prefix
+    of those names, and the automaton's states inside a key then hold one parse position
+    per branch).
+
+    `spec(pos)` lists (lo, hi, kind, arg) for disjoint byte ranges:
+      GOTO:  the byte leads to position `arg` of this node;
+      ENTER: the byte ends this node's part; node `arg` follows it (then the continuation);
+      STEP:  node `arg` (whose start reads one byte, with disjoint moves) consumes the
+             byte instead: the position becomes wherever that node's start goes on it.
+    Bytes in no range leave the language. `final(pos)` says whether the node may end at
+    `pos`; every position must be able to reach an end. `plain()` is the same language
+    as basic nodes (tests, regex export), `size()` an estimate for state budgets."""
+
+    __slots__ = ()
+    GOTO, ENTER, STEP = range(3)
+    start: object = 0
+
+    def spec(self, pos) -> list[tuple[int, int, int, object]]:
+        raise NotImplementedError
+
+    def final(self, pos) -> bool:
+        raise NotImplementedError
+
+    def plain(self) -> Node:
+        raise NotImplementedError
+
+    def size(self) -> int:
+        raise NotImplementedError
 
 
 class Ref(Node):
@@ -386,6 +423,8 @@ def expanded_size(node: Node, limit: int | None = None) -> int:
             s = 1 + size(n.item) * max(copies, 1)
         elif isinstance(n, Members):  # states are built when reached: count the parts once
             s = 1 + sum(size(kid) for kid in n.children())
+        elif isinstance(n, Stepper):
+            s = n.size()
         elif isinstance(n, Ref):
             # A rule's body is shared by all its uses (the NFA enters it with each use's
             # continuation, it does not copy it): count the body once, each use as 1.
@@ -424,6 +463,8 @@ def to_python_regex(node: Node) -> bytes:
             return graph_to_python_regex(n, rx)
         if isinstance(n, Members):
             return graph_to_python_regex(members_graph(n), rx)
+        if isinstance(n, Stepper):
+            return rx(n.plain())
         if isinstance(n, Ref):
             raise ValueError(f"rule {n.name!r} may be recursive: no regex for a context-free grammar")
         raise TypeError(f"not an IR node: {n!r}")

@@ -488,6 +488,8 @@ def _ir_match(node: ir.Node, data: bytes) -> bool:
                             seen.add((nxt, r))
                             stack.append((nxt, r))
             out = frozenset(acc)
+        elif isinstance(x, ir.Stepper):
+            out = ends(x.plain(), p)
         elif isinstance(x, ir.Ref):  # JSON recursion consumes a bracket before recursing
             out = ends(x.target, p) if x.target is not None else frozenset()
         else:
@@ -2475,7 +2477,7 @@ class _Compiler:
         ]
         if not nfas:
             if excluded:
-                return _body_excluding(excluded, lo, hi)
+                return _string_except(excluded) if lo == 0 and hi is None else _body_excluding(excluded, lo, hi)
             char = C.json_char_ir(C.ANY_CHAR, any_hex_escape=(lo == 0 and hi is None))
             return ir.rep(char, lo, hi)
         if excluded:
@@ -2954,7 +2956,7 @@ class _Compiler:
         if ir.is_nothing(v):
             return ir.alt(*classes) if classes else None
         if not pats and pn_nfa is None:
-            body = _body_excluding(taken_list, 0, None)
+            body = _string_except(taken_list)
         else:
             keys = _excluding_nfa(taken_list)
             if pats:
@@ -3099,6 +3101,16 @@ def _mod_dfa(m: int, min_digits: int) -> ir.Node:
                 todo.append(key)
     finals = [sid(k) for k in seen if k[0] == 0 and k[1] >= cap]
     return _graph(len(ids), start, finals, [(a, b, ir.byteset(rs)) for (a, b), rs in edges.items()])
+
+
+def _string_except(names: list[str]) -> ir.Node:
+    """Any string body but `names` (by decoded value): a StringExcept where the names are
+    ASCII, which runs far cheaper inside the automaton; the basic tree otherwise."""
+    if all(name.isascii() for name in names):
+        from structgen.grammar.string_except import StringExcept
+
+        return StringExcept(names)
+    return _body_excluding(names, 0, None)
 
 
 def _body_excluding(

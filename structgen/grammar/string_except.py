@@ -1,0 +1,182 @@
+"""The body of a JSON string whose value is none of a list of names, as a Stepper.
+
+Owns `StringExcept`: what an object allows as the name of an undeclared property when
+its declared names must keep their own schemas. Compared by decoded value, so no escape
+spelling of a declared name gets through (`"\\u0061ge"` is `"age"`).
+
+As a tree of basic nodes this language is one alternation per prefix of the names (the
+next letter of each name, in all its spellings, or any other character and then any
+string), and every automaton state inside a key held a parse position per branch, each
+with its own continuation: those states were the costliest first visits of MaskBench's
+schemas. Here one position is the prefix read so far (a node of the names' trie) or a
+half-read escape after it, and the moves are worked out per position by hand:
+  * a raw byte that is the next letter of some name goes on in the trie;
+  * `\\` starts an escape, decoded as it is read: a short escape or `\\u` and four hex
+    digits that spell a next letter go on in the trie, anything else leaves it;
+  * any other byte leaves the trie: the string is no longer a prefix of a name, and the
+    rest of it is free (a shared node: any JSON string body).
+A position in the trie is final when its prefix is not a name.
+
+Only names of ASCII characters are supported (so a trie letter is one raw byte); the
+JSON Schema compiler builds the basic tree for others. Knows the IR and character sets
+only.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from structgen.grammar import charset as C
+from structgen.grammar import ir
+
+_HEX_DIGITS = ((0x30, 0x39), (0x41, 0x46), (0x61, 0x66))
+_ANY_HEX = ir.byteset(_HEX_DIGITS)
+_SHORT_ESCAPE_OF = {letter: cp for cp, letter in C.JSON_SHORT_ESCAPES.items()}  # letter byte -> code point
+_HIGH, _LOW = (0xD800, 0xDBFF), (0xDC00, 0xDFFF)
+
+
+def _hex_value(b: int) -> int:
+    return b - 0x30 if b <= 0x39 else (b | 0x20) - 0x61 + 10
+
+
+# What follows once a character off the names' trie has been read: any string body.
+_TAIL = ir.rep(C.json_char_ir(C.ANY_CHAR, any_hex_escape=True), 0, None)
+# A first character off the trie, read raw (its escapes are decoded by StringExcept).
+_FIRST_THEN_TAIL = ir.seq(C.json_char_ir(C.ANY_CHAR), _TAIL)
+# A high surrogate escape needs its low half: `\uDC00`..`\uDFFF`.
+_LOW_THEN_TAIL = ir.seq(ir.lit(b"\\u"), C.hex_ir((_LOW,)), _TAIL)
+
+
+@lru_cache(maxsize=None)
+def _rest(digits: int, then: ir.Node) -> ir.Node:
+    """`digits` more hex digits of any value, then `then`."""
+    return ir.seq(ir.rep(_ANY_HEX, digits, digits), then)
+
+
+class StringExcept(ir.Stepper):
+    """Any JSON string body (between the quotes) whose decoded value is not in `names`.
+
+    Positions: an int, a node of the names' trie (the prefix read so far); ("\\\\", t)
+    after a backslash at node t; ("u", t, k, v) after `\\u` and k hex digits of value v."""
+
+    __slots__ = ("names", "_children", "_is_name", "_specs", "_plain")
+
+    def __init__(self, names):
+        self.names = tuple(names)
+        if any(not name.isascii() for name in self.names):
+            raise ValueError("StringExcept supports ASCII names only")
+        self._children: list[dict[int, int]] = [{}]
+        self._is_name: list[bool] = [False]
+        for name in self.names:
+            node = 0
+            for ch in name:
+                nxt = self._children[node].get(ord(ch))
+                if nxt is None:
+                    nxt = self._children[node][ord(ch)] = len(self._children)
+                    self._children.append({})
+                    self._is_name.append(False)
+                node = nxt
+            self._is_name[node] = True
+        self._specs: dict = {}
+        self._plain: ir.Node | None = None
+
+    start = 0
+
+    def final(self, pos) -> bool:
+        return isinstance(pos, int) and not self._is_name[pos]
+
+    def size(self) -> int:
+        return 16 * len(self._children)
+
+    def spec(self, pos) -> list[tuple[int, int, int, object]]:
+        got = self._specs.get(pos)
+        if got is None:
+            if isinstance(pos, int):  # the bytes not listed are read raw by _FIRST_THEN_TAIL
+                got = self._specs[pos] = _runs(self._at_node(pos), fill=(ir.Stepper.STEP, _FIRST_THEN_TAIL))
+                return got
+            elif pos[0] == "\\":
+                per_byte = self._after_backslash(pos[1])
+            else:
+                per_byte = self._in_hex(*pos[1:])
+            got = self._specs[pos] = _runs(per_byte)
+        return got
+
+    def _at_node(self, t: int) -> dict[int, tuple]:
+        out = {cp: (ir.Stepper.GOTO, child) for cp, child in self._children[t].items() if C.contains(C.JSON_RAW, cp)}
+        out[0x5C] = (ir.Stepper.GOTO, ("\\", t))
+        return out
+
+    def _after_backslash(self, t: int) -> dict[int, tuple]:
+        children = self._children[t]
+        out = {}
+        for letter, cp in _SHORT_ESCAPE_OF.items():
+            child = children.get(cp)
+            out[letter] = (ir.Stepper.GOTO, child) if child is not None else (ir.Stepper.ENTER, _TAIL)
+        out[ord("u")] = (ir.Stepper.GOTO, ("u", t, 0, 0))
+        return out
+
+    def _in_hex(self, t: int, k: int, v: int) -> dict[int, tuple]:
+        children = self._children[t]
+        out = {}
+        for lo, hi in _HEX_DIGITS:
+            for b in range(lo, hi + 1):
+                value = v * 16 + _hex_value(b)
+                left = 3 - k  # digits still to come after this one
+                first, last = value << (4 * left), ((value + 1) << (4 * left)) - 1
+                if left == 0 and value in children:
+                    out[b] = (ir.Stepper.GOTO, children[value])
+                elif left and any(first <= cp <= last for cp in children):
+                    out[b] = (ir.Stepper.GOTO, ("u", t, k + 1, value))
+                elif _LOW[0] <= first and last <= _LOW[1]:
+                    continue  # a lone low surrogate: JSON text with it is not a string here
+                elif _HIGH[0] <= first and last <= _HIGH[1]:
+                    out[b] = (ir.Stepper.ENTER, _rest(left, _LOW_THEN_TAIL))
+                elif last < _HIGH[0] or first > _LOW[1]:
+                    out[b] = (ir.Stepper.ENTER, _rest(left, _TAIL))
+                else:  # the digits so far do not yet tell a surrogate from a plain character
+                    out[b] = (ir.Stepper.GOTO, ("u", t, k + 1, value))
+        return out
+
+    def plain(self) -> ir.Node:
+        """The same language as basic nodes: per trie node, each next letter in all its
+        spellings then that child, or any other character then any string (built once)."""
+        if self._plain is None:
+            self._plain = self._build_plain()
+        return self._plain
+
+    def _build_plain(self) -> ir.Node:
+        def build(t: int) -> ir.Node:
+            parts = [] if self._is_name[t] else [ir.EMPTY]
+            children = self._children[t]
+            for cp, child in children.items():
+                parts.append(ir.seq(C.json_char_ir(C.charset([cp])), build(child)))
+            other = C.difference(C.ANY_CHAR, C.charset(children))
+            parts.append(ir.seq(C.json_char_ir(other), _TAIL))
+            return ir.alt(*parts)
+
+        return build(0)
+
+    def __repr__(self) -> str:
+        return f"StringExcept({self.names!r})"
+
+
+def _runs(per_byte: dict[int, tuple], fill: tuple | None = None) -> list[tuple[int, int, int, object]]:
+    """The bytes listed, and with `fill` every other byte, as (lo, hi, kind, arg) runs of
+    consecutive bytes with the same (kind, arg)."""
+    out: list[tuple[int, int, int, object]] = []
+
+    def add(lo: int, hi: int, kind: int, arg: object) -> None:
+        if out and out[-1][1] == lo - 1 and out[-1][2] == kind and out[-1][3] == arg:
+            out[-1] = (out[-1][0], hi, kind, arg)
+        else:
+            out.append((lo, hi, kind, arg))
+
+    b = 0
+    for listed in sorted(per_byte):
+        if fill is not None and listed > b:
+            add(b, listed - 1, *fill)
+        add(listed, listed, *per_byte[listed])
+        b = listed + 1
+    if fill is not None and b < 256:
+        add(b, 255, *fill)
+    return out
