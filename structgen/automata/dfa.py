@@ -18,6 +18,7 @@ from structgen.errors import GrammarTooLargeError
 
 DEAD = -1  # no transition: the byte leaves the language
 UNEXPANDED = -2  # row not built yet (internal)
+LITERAL_CHAIN = 16  # rows built at once for the bytes ahead in a literal (a token's length)
 
 
 class LazyDFA:
@@ -71,7 +72,13 @@ class LazyDFA:
         with self._lock:
             if self.expanded[sid]:
                 return
-            pieces = [(lo, hi, self._intern(target)) for lo, hi, target in self.nfa.successors(self._sets[sid])]
+            items = self._sets[sid]
+            if len(items) == 1:
+                chain = self.nfa.literal_chain(next(iter(items)), LITERAL_CHAIN)
+                if chain:
+                    self._expand_chain(sid, chain)
+                    return
+            pieces = [(lo, hi, self._intern(target)) for lo, hi, target in self.nfa.successors(items)]
             row = self.table[sid]  # after interning, which may grow (replace) self.table
             row[:] = DEAD
             loops = False
@@ -84,6 +91,26 @@ class LazyDFA:
             if loops:
                 self.loops[sid] = np.packbits(row == sid, bitorder="little").view("<u8")
             self.expanded[sid] = True
+
+    def _expand_chain(self, sid: int, chain: list[tuple[int, frozenset]]) -> None:
+        """Rows of a state part-way through a literal and of the states after its next
+        bytes, at once: each has one exit. The walk of a token through a long key would
+        otherwise stop at every byte to have the next row built."""
+        states = [sid]
+        for _, target in chain:
+            nxt = self._intern(target)
+            states.append(nxt)
+            if self.expanded[nxt] or len(target) != 1:
+                break  # built already, or the literal's end: its row is built as usual
+        n = len(states) - 1  # states[:n] get rows: states[i] --chain[i] byte--> states[i + 1]
+        rows = np.asarray(states[:n], dtype=np.int64)
+        table = self.table  # after interning, which may grow (replace) self.table
+        table[rows] = DEAD
+        table[rows, [byte for byte, _ in chain[:n]]] = states[1:]
+        for i in range(n):
+            if states[i + 1] == states[i]:  # a literal looping back onto itself
+                self.loops[states[i]] = np.packbits(table[states[i]] == states[i], bitorder="little").view("<u8")
+        self.expanded[rows] = True
 
     def step(self, sid: int, byte: int) -> int:
         self.expand(sid)

@@ -441,6 +441,24 @@ class LazyNFA:
             out.append((cuts[i], cuts[i + 1] - 1, target))
         return out
 
+    def literal_chain(self, item, limit: int) -> list[tuple[int, frozenset]]:
+        """For an item inside a byte string: (byte, items after it) for its next bytes,
+        up to `limit` of them or the string's end (then: what follows it). Empty for any
+        other item."""
+        leaf, offset, cont = item if item is not ACCEPT else (None, 0, 0)
+        if not isinstance(leaf, ir.Bytes):
+            return []
+        data = leaf.data
+        out = []
+        for j in range(offset, min(len(data), offset + limit)):
+            if j + 1 < len(data):
+                out.append((data[j], frozenset([(leaf, j + 1, cont)])))
+            else:
+                after = self._resumed(cont)
+                if after:
+                    out.append((data[j], after))
+        return out
+
     def after(self, item) -> frozenset:
         """Items reachable once the leaf item has consumed its byte (not memoized
         itself: `moves`, its one caller, is)."""
