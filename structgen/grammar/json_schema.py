@@ -2320,8 +2320,7 @@ class _Compiler:
         return ir.seq(ir.lit(opener), _graph(4, 0, [3], edges))
 
     def any_string(self) -> ir.Node:
-        C = _cs()
-        return ir.seq(ir.lit('"'), ir.rep(C.json_char_ir(C.ANY_CHAR, any_hex_escape=True), 0, None), ir.lit('"'))
+        return ir.seq(ir.lit('"'), _free_string_rest())
 
     # ------------------------------------------------------------ numbers
 
@@ -2460,6 +2459,8 @@ class _Compiler:
         if got is None:
             got = self._string_body(s.min_len, s.max_len, pats, excluded)
             self.body_cache[key] = got
+        if got is _free_body():
+            return ir.seq(ir.lit('"'), _free_string_rest())
         return ir.seq(ir.lit('"'), got, ir.lit('"'))
 
     def _string_body(self, lo: int, hi: int | None, pats: list, excluded: list[str]) -> ir.Node:
@@ -2478,8 +2479,9 @@ class _Compiler:
         if not nfas:
             if excluded:
                 return _string_except(excluded) if lo == 0 and hi is None else _body_excluding(excluded, lo, hi)
-            char = C.json_char_ir(C.ANY_CHAR, any_hex_escape=(lo == 0 and hi is None))
-            return ir.rep(char, lo, hi)
+            if lo == 0 and hi is None:
+                return _free_body()
+            return ir.rep(C.json_char_ir(C.ANY_CHAR), lo, hi)
         if excluded:
             return ir.NOTHING  # documented over-constraint (not/enum exclusions next to a pattern)
         if len(nfas) == 1:
@@ -2979,6 +2981,22 @@ class _Compiler:
         if not ir.is_nothing(body):
             classes.append(ir.seq(ir.lit('"'), body, ir.lit('"'), colon, v))
         return ir.alt(*classes) if classes else None
+
+
+@functools.lru_cache(maxsize=None)
+def _free_body() -> ir.Node:
+    """The body of a string with no constraint: any characters (escapes of any code unit)."""
+    return ir.rep(_cs().json_char_ir(_cs().ANY_CHAR, any_hex_escape=True), 0, None)
+
+
+@functools.lru_cache(maxsize=None)
+def _free_string_rest() -> ir.Node:
+    """A free string's body and closing quote as one lexeme: the automaton runs them on
+    the DFA shared by every grammar, so a string value's states each hold one position
+    (in that DFA, with what follows the string) instead of the body's loop and the quote
+    apart, each with continuations of its own."""
+    # a one-branch Alt: `ir.seq` would flatten a Concat into the string's, lexeme and all
+    return ir.mark_lexeme(ir.Alt((ir.Concat((_free_body(), ir.lit('"'))),)))
 
 
 @functools.lru_cache(maxsize=1024)
