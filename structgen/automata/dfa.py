@@ -11,6 +11,7 @@ Must not know about tokens or the engine.
 from __future__ import annotations
 
 import threading
+
 import numpy as np
 
 from structgen.automata.nfa import ACCEPT, LazyNFA
@@ -100,8 +101,8 @@ class LazyDFA:
         for _, target in chain:
             nxt = self._intern(target)
             states.append(nxt)
-            if self.expanded[nxt] or len(target) != 1:
-                break  # built already, or the literal's end: its row is built as usual
+            if self.expanded[nxt]:
+                break
         n = len(states) - 1  # states[:n] get rows: states[i] --chain[i] byte--> states[i + 1]
         rows = np.asarray(states[:n], dtype=np.int64)
         table = self.table  # after interning, which may grow (replace) self.table

@@ -445,9 +445,9 @@ class LazyNFA:
         """For an item inside a byte string: (byte, items after it) for its next bytes,
         up to `limit` of them or the string's end (then: what follows it). Empty for any
         other item."""
-        leaf, offset, cont = item if item is not ACCEPT else (None, 0, 0)
-        if not isinstance(leaf, ir.Bytes):
+        if item is ACCEPT or not isinstance(item[0], ir.Bytes):
             return []
+        leaf, offset, cont = item
         data = leaf.data
         out = []
         for j in range(offset, min(len(data), offset + limit)):

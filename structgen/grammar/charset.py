@@ -378,3 +378,9 @@ def json_char_ir(cs: CharSet, *, any_hex_escape: bool = False) -> ir.Node:
     Memoized by `(cs, any_hex_escape)`.
     """
     return _json_char_ir(_as_charset(cs), bool(any_hex_escape))
+
+
+@lru_cache(maxsize=None)
+def json_body_ir() -> ir.Node:
+    """Any JSON string body: any characters, `\\u` escapes of any code unit (one node)."""
+    return ir.rep(json_char_ir(ANY_CHAR, any_hex_escape=True), 0, None)

@@ -2459,7 +2459,7 @@ class _Compiler:
         if got is None:
             got = self._string_body(s.min_len, s.max_len, pats, excluded)
             self.body_cache[key] = got
-        if got is _free_body():
+        if got is _cs().json_body_ir():
             return ir.seq(ir.lit('"'), _free_string_rest())
         return ir.seq(ir.lit('"'), got, ir.lit('"'))
 
@@ -2480,7 +2480,7 @@ class _Compiler:
             if excluded:
                 return _string_except(excluded) if lo == 0 and hi is None else _body_excluding(excluded, lo, hi)
             if lo == 0 and hi is None:
-                return _free_body()
+                return _cs().json_body_ir()
             return ir.rep(C.json_char_ir(C.ANY_CHAR), lo, hi)
         if excluded:
             return ir.NOTHING  # documented over-constraint (not/enum exclusions next to a pattern)
@@ -2984,19 +2984,13 @@ class _Compiler:
 
 
 @functools.lru_cache(maxsize=None)
-def _free_body() -> ir.Node:
-    """The body of a string with no constraint: any characters (escapes of any code unit)."""
-    return ir.rep(_cs().json_char_ir(_cs().ANY_CHAR, any_hex_escape=True), 0, None)
-
-
-@functools.lru_cache(maxsize=None)
 def _free_string_rest() -> ir.Node:
     """A free string's body and closing quote as one lexeme: the automaton runs them on
     the DFA shared by every grammar, so a string value's states each hold one position
     (in that DFA, with what follows the string) instead of the body's loop and the quote
     apart, each with continuations of its own."""
     # a one-branch Alt: `ir.seq` would flatten a Concat into the string's, lexeme and all
-    return ir.mark_lexeme(ir.Alt((ir.Concat((_free_body(), ir.lit('"'))),)))
+    return ir.mark_lexeme(ir.Alt((ir.Concat((_cs().json_body_ir(), ir.lit('"'))),)))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -3005,6 +2999,8 @@ def _any_chars(min_n: int, max_n: int | None, any_hex_escape: bool) -> ir.Node:
     free tails after every prefix of the names `_body_excluding` avoids share their
     closures (a node per prefix made each key state derive its tail again)."""
     C = _cs()
+    if (min_n, max_n, any_hex_escape) == (0, None, True):
+        return C.json_body_ir()
     return ir.rep(C.json_char_ir(C.ANY_CHAR, any_hex_escape=any_hex_escape), min_n, max_n)
 
 

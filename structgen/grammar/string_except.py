@@ -40,7 +40,7 @@ def _hex_value(b: int) -> int:
 
 
 # What follows once a character off the names' trie has been read: any string body.
-_TAIL = ir.rep(C.json_char_ir(C.ANY_CHAR, any_hex_escape=True), 0, None)
+_TAIL = C.json_body_ir()
 # A first character off the trie, read raw (its escapes are decoded by StringExcept).
 _FIRST_THEN_TAIL = ir.seq(C.json_char_ir(C.ANY_CHAR), _TAIL)
 # A high surrogate escape needs its low half: `\uDC00`..`\uDFFF`.
