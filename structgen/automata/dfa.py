@@ -3,8 +3,10 @@
 Owns: subset construction on demand (a DFA state is a set of NFA states, built the
 first time something steps into it), the `[states, 256]` int32 table the token walker
 reads, per state the bytes that loop on it (a 256-bit set), accepting flags and forced
-byte spans. Thread-safe: one lock guards expansion; readers only look at rows already
-marked expanded.
+byte spans. A state part-way through a literal gets its row together with those of the
+states after its next bytes (one exit each), so a walk does not stop at every byte.
+Thread-safe: one lock guards expansion; readers only look at rows already marked
+expanded.
 Must not know about tokens or the engine.
 """
 

@@ -23,6 +23,11 @@ entered leaf by leaf: they run on one DFA shared by every grammar (`LexemeSpace`
 an item is then (space, state of that DFA, continuation). A string body's state holds
 one such item instead of one per character class, and the bytes inside a multi-byte
 character or an escape need no continuations of their own.
+
+A `Stepper` node (the name of an undeclared JSON property: any string but the declared
+names) is one item too, (node, its position, continuation): the node says where each
+byte goes from each of its positions, and bytes it hands to its STEP node move as that
+node's start does.
 Must not know about tokens, vocabularies or the engine.
 """
 
