@@ -17,8 +17,14 @@ half-read escape after it, and the moves are worked out per position by hand:
     rest of it is free (a shared node: any JSON string body).
 A position in the trie is final when its prefix is not a name.
 
+Once off the trie, the rest of the string takes any `\\u` escape, lone surrogates
+included, like an unconstrained string body (Python's `json` decodes them, so such a
+name is just another undeclared one). The first character off the trie must still be
+a whole character: a high surrogate escape needs its low half there.
+
 Only names of ASCII characters are supported (so a trie letter is one raw byte); the
-JSON Schema compiler builds the basic tree for others. Knows the IR and character sets
+JSON Schema compiler builds the basic tree for others (whose free rest refuses lone
+surrogate escapes: it is the stricter of the two). Knows the IR and character sets
 only.
 """
 
@@ -92,13 +98,12 @@ class StringExcept(ir.Stepper):
         got = self._specs.get(pos)
         if got is None:
             if isinstance(pos, int):  # the bytes not listed are read raw by _FIRST_THEN_TAIL
-                got = self._specs[pos] = _runs(self._at_node(pos), fill=(ir.Stepper.STEP, _FIRST_THEN_TAIL))
-                return got
+                got = _runs(self._at_node(pos), fill=(ir.Stepper.STEP, _FIRST_THEN_TAIL))
             elif pos[0] == "\\":
-                per_byte = self._after_backslash(pos[1])
+                got = _runs(self._after_backslash(pos[1]))
             else:
-                per_byte = self._in_hex(*pos[1:])
-            got = self._specs[pos] = _runs(per_byte)
+                got = _runs(self._in_hex(*pos[1:]))
+            self._specs[pos] = got
         return got
 
     def _at_node(self, t: int) -> dict[int, tuple]:
