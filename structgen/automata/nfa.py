@@ -74,7 +74,7 @@ class LazyNFA:
         self._use_lexemes = lexemes
         self._space: LexemeSpace | None = None  # pinned at the first lexeme entered
         self._moves: dict[tuple, list] = {}
-        self._start_moves_of: dict[tuple, list] = {}
+        self._start_moves_of: dict[tuple, tuple[list, list[int]]] = {}
         self._frames: list[tuple] = [()]  # frame id -> (kind, node, index, parent frame id)
         self._frame_ids: dict[tuple, int] = {(): DONE}
         self._nonempty: dict[int, bool] = {}
@@ -402,17 +402,22 @@ class LazyNFA:
                 if target:
                     out.append((lo, hi, target))
             else:  # STEP: the bytes are read by `arg`'s start instead
-                for m_lo, m_hi, target in self._start_moves(arg, cont):
-                    if m_hi >= lo and m_lo <= hi:
-                        out.append((max(lo, m_lo), min(hi, m_hi), target))
+                moves, his = self._start_moves(arg, cont)
+                i = bisect_left(his, lo)  # the first move that ends at or after lo
+                while i < len(moves) and moves[i][0] <= hi:
+                    m_lo, m_hi, target = moves[i]
+                    out.append((max(lo, m_lo), min(hi, m_hi), target))
+                    i += 1
         return out
 
-    def _start_moves(self, node: ir.Node, cont: int) -> list:
-        """(lo, hi, items reached) for the bytes `node` may start with (a Stepper's STEP
-        node; memoized: every position of a Stepper shares its STEP node's moves)."""
+    def _start_moves(self, node: ir.Node, cont: int) -> tuple[list, list[int]]:
+        """(lo, hi, items reached) for the bytes `node` may start with, in byte order, and
+        the list of their his (a Stepper's STEP node; memoized: every position of a
+        Stepper shares its STEP node's moves)."""
         cached = self._start_moves_of.get((node, cont))
         if cached is None:
-            cached = self._start_moves_of[(node, cont)] = self.successors(self.closure(node, cont))
+            moves = self.successors(self.closure(node, cont))
+            cached = self._start_moves_of[(node, cont)] = (moves, [hi for _, hi, _ in moves])
         return cached
 
     def successors(self, items: frozenset) -> list[tuple[int, int, frozenset]]:
@@ -541,6 +546,43 @@ class LexemeSpace:
                 b += 1
             self._runs[sid] = got
         return got
+
+
+def _overlay_bytes(base: list, points: list) -> list:
+    """`successors` of one item whose moves are the sorted, disjoint `base` ranges and of
+    items that each move on one byte (`points`: sorted (byte, target) pairs): the base
+    ranges split at those bytes, where the targets are united."""
+    out = []
+    i, n = 0, len(points)
+
+    def united(byte: int, target: frozenset | None) -> frozenset:
+        nonlocal i
+        targets = [] if target is None else [target]
+        while i < n and points[i][0] == byte:
+            targets.append(points[i][1])
+            i += 1
+        union = targets[0] if len(targets) == 1 else frozenset().union(*targets)
+        if len(union) > MAX_STATE_ITEMS:
+            raise too_ambiguous()
+        return union
+
+    for lo, hi, target in base:
+        while i < n and points[i][0] < lo:  # bytes no base range covers
+            byte = points[i][0]
+            out.append((byte, byte, united(byte, None)))
+        cur = lo
+        while i < n and points[i][0] <= hi:
+            byte = points[i][0]
+            if cur < byte:
+                out.append((cur, byte - 1, target))
+            out.append((byte, byte, united(byte, target)))
+            cur = byte + 1
+        if cur <= hi:
+            out.append((cur, hi, target))
+    while i < n:
+        byte = points[i][0]
+        out.append((byte, byte, united(byte, None)))
+    return out
 
 
 def too_ambiguous() -> GrammarTooLargeError:

@@ -241,6 +241,7 @@ def token_trie(vocab) -> TokenTrie:
                   trie.token_start[0], trie.token_start[0])
             _made_of(trie._token_bytes[:0], trie._token_end[:0], np.zeros(4, dtype=np.uint64))
             _run(np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=bool), 0, np.zeros(1, dtype=np.int64), 0)
+            _dominant(np.zeros(256, dtype=np.int32))
             _TRIES[key] = trie
         return trie
 
@@ -339,13 +340,45 @@ NEAR_MAX_BYTES = 12
 def dominant_target(dfa: LazyDFA, sid: int) -> tuple[int, int] | None:
     """(t, n): the state t that most of `sid`'s bytes lead to, and how many bytes do;
     None when few bytes leave `sid` (its plain walk is short anyway)."""
-    row = dfa.table[sid]
-    targets = row[row >= 0]
-    if targets.size <= 2 * NEAR_MAX_BYTES:
+    target, count, live = _dominant(dfa.table[sid])
+    if live <= 2 * NEAR_MAX_BYTES:
         return None
-    values, counts = np.unique(targets, return_counts=True)
-    best = counts.argmax()
-    return int(values[best]), int(counts[best])
+    return int(target), int(count)
+
+
+@numba.njit(nogil=True, cache=True)
+def _dominant(row):
+    """(t, n, live): the state t most of the row's live bytes lead to (the smallest one
+    on a tie), how many do, and how many bytes are live. A row is a few runs of equal
+    targets, so the distinct targets are few; np.unique would sort all 256."""
+    values = np.empty(256, dtype=np.int64)
+    counts = np.zeros(256, dtype=np.int64)
+    distinct = live = 0
+    previous, slot = -1, -1
+    for b in range(256):
+        t = row[b]
+        if t < 0:
+            continue
+        live += 1
+        if t != previous:
+            slot = -1
+            for i in range(distinct):
+                if values[i] == t:
+                    slot = i
+                    break
+            if slot < 0:
+                slot = distinct
+                values[slot] = t
+                distinct += 1
+            previous = t
+        counts[slot] += 1
+    best = -1
+    for i in range(distinct):
+        if best < 0 or counts[i] > counts[best] or (counts[i] == counts[best] and values[i] < values[best]):
+            best = i
+    if best < 0:
+        return -1, 0, 0
+    return values[best], counts[best], live
 
 
 def near_state(dfa: LazyDFA, sid: int, dominant: tuple[int, int] | None) -> tuple[int, np.ndarray] | None:
