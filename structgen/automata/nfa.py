@@ -425,6 +425,11 @@ class LazyNFA:
         moves = [self.moves(item) for item in items if item is not ACCEPT]
         if len(moves) <= 1:  # most states: one item
             return moves[0] if moves else []
+        moves.sort(key=len)
+        if all(len(m) == 1 and m[0][0] == m[0][1] for m in moves[:-1]):
+            # Single bytes over one item's ranges: a prefix of declared keys (the next
+            # letter of each name) over the free rest of an undeclared one.
+            return _overlay_bytes(moves[-1], sorted((m[0][0], m[0][2]) for m in moves[:-1]))
         ranges = [move for item_moves in moves for move in item_moves]
         # Cut the byte axis where any range starts or ends; each piece between two cuts
         # leads to the union of the targets of the ranges covering it. Pieces covered
