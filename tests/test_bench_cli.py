@@ -74,3 +74,16 @@ def test_reproduce_commands_do_not_depend_on_where_the_checkout_lies():
     assert data_option("/work/shared/data/maskbench-dev") == {}
     assert data_option("/tmp/ci/shared/data/maskbench-dev") == {}
     assert data_option("/home/me/my-schemas") == {"data": "/home/me/my-schemas"}
+
+
+def test_mask_ab_runs_two_revisions_side_by_side():
+    """benchmarks/mask_ab.py imports two exported revisions into one process; the same
+    revision twice must walk exactly the same tokens."""
+    result = subprocess.run([sys.executable, "benchmarks/mask_ab.py", "--base", "HEAD", "--new", "HEAD",
+                             "--schemas", "3"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in result.stdout.splitlines()
+            if line.startswith("| base |") or line.startswith("| new |")}
+    assert set(rows) == {"base", "new"}
+    assert rows["base"] == rows["new"] and int(rows["base"].replace(",", "")) > 0
+    assert "| new / base |" in result.stdout

@@ -1,0 +1,148 @@
+"""A/B of structgen's mask times between two versions, interleaved in one process.
+
+Owns the before/after measurement of a change to the grammar layer. Whole MaskBench runs
+on these shared machines move by 15-100% between runs (the same code's TBM p50 moved
+5.2 -> 7.1 us from one run to the next), far more than most changes do. Here both
+versions are imported side by side into one process -- each git revision exported into
+a temporary folder as its own package (`sg_base`, `sg_new`) -- and every schema is
+compiled cold and walked by each version in turn, the order alternating per schema, so
+that a slow minute of the machine falls on both. Token times are read from the thread's
+CPU clock, which time spent descheduled does not advance.
+
+    python benchmarks/mask_ab.py --base HEAD~1                 # HEAD~1 vs the working tree
+    python benchmarks/mask_ab.py --base 3c87a63 --new HEAD --schemas 300 --seed 1
+
+Prints, per version: tokens, TBM mean/p50/p90/p99/p99.9 and total (us, s), and TTFM
+p50/p90 (ms); then the new/base ratios. Reads ../shared/data/maskbench-dev; must not
+write anything outside its temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import glob
+import importlib
+import io
+import json
+import random
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO.parent / "shared" / "data" / "maskbench-dev"
+VERSIONS = ("base", "new")
+
+
+def export(rev: str | None, name: str, into: Path) -> None:
+    """The `structgen` package of git revision `rev` (None: the working tree) as package
+    `name` under `into`, its own imports renamed."""
+    target = into / name
+    if rev is None:
+        files = {p.relative_to(REPO / "structgen"): p.read_bytes() for p in (REPO / "structgen").rglob("*.py")}
+    else:
+        tar = subprocess.run(["git", "archive", rev, "structgen"], cwd=REPO, capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+            files = {Path(m.name).relative_to("structgen"): archive.extractfile(m).read()
+                     for m in archive.getmembers() if m.isfile() and m.name.endswith(".py")}
+    for rel, data in files.items():
+        text = re.sub(r"\bstructgen(?=[.\s])", name, data.decode())
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        (target / rel).write_text(text)
+
+
+def load_instances(tokenizer, count: int, seed: int) -> list[tuple[dict, list[list[int]]]]:
+    files = sorted(glob.glob(str(DATA / "*.json")))
+    random.Random(seed).shuffle(files)
+    out = []
+    for path in files[:count]:
+        record = json.loads(Path(path).read_text())
+        tests = [tokenizer.encode(json.dumps(t["data"]), add_special_tokens=False) + [tokenizer.eos_token_id]
+                 for t in record["tests"]]
+        out.append((record["schema"], tests))
+    return out
+
+
+def measure(packages: dict, vocabs: dict, data: list) -> dict[str, dict[str, list[int]]]:
+    """Per version: every token's mask + advance time and every schema's TTFM, in ns."""
+    clock = time.thread_time_ns
+    times = {v: {"tbm": [], "ttfm": []} for v in packages}
+    masks = {v: packages[v].allocate_bitmask(1, vocabs[v].vocab_size) for v in packages}
+    for i, (schema, tests) in enumerate(data):
+        for v in (VERSIONS if i % 2 == 0 else VERSIONS[::-1]):
+            sg, vocab, mask = packages[v], vocabs[v], masks[v]
+            sg.clear_cache()
+            start = clock()
+            try:
+                grammar = sg.compile_json_schema(schema, vocab)
+                grammar.matcher().fill_bitmask(mask, 0)
+            except Exception:  # refused schemas: both versions should agree; not timed
+                continue
+            times[v]["ttfm"].append(clock() - start)
+            for tokens in tests:
+                matcher = grammar.matcher()
+                for token in tokens:
+                    t0 = clock()
+                    matcher.fill_bitmask(mask, 0)
+                    accepted = matcher.accept_token(token)
+                    times[v]["tbm"].append(clock() - t0)
+                    if not accepted:
+                        break
+    return times
+
+
+def table(times: dict) -> str:
+    rows = ["| version | tokens | TBM mean | p50 | p90 | p99 | p99.9 (us) | token time (s) | TTFM p50 | p90 (ms) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    figures = {}
+    for v in VERSIONS:
+        tbm, ttfm = np.asarray(times[v]["tbm"]) / 1e3, np.asarray(times[v]["ttfm"]) / 1e6
+        f = figures[v] = [tbm.mean(), *np.percentile(tbm, [50, 90, 99, 99.9]), tbm.sum() / 1e6,
+                          *np.percentile(ttfm, [50, 90])]
+        rows.append(f"| {v} | {tbm.size:,} | " + " | ".join(f"{x:,.1f}" for x in f[:5]) +
+                    f" | {f[5]:.2f} | {f[6]:.1f} | {f[7]:.1f} |")
+    ratios = [n / b if b else float("nan") for n, b in zip(figures["new"], figures["base"])]
+    rows.append("| new / base | | " + " | ".join(f"{r:.2f}x" for r in ratios) + " |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--base", required=True, help="git revision measured as 'base'")
+    ap.add_argument("--new", default=None, help="git revision measured as 'new' (default: the working tree)")
+    ap.add_argument("--schemas", type=int, default=150, help="maskbench-dev schemas (seeded random sample)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+
+    from structgen.default_model import load_default_tokenizer
+
+    tokenizer = load_default_tokenizer()
+    with tempfile.TemporaryDirectory(prefix="mask_ab_") as tmp:
+        export(args.base, "sg_base", Path(tmp))
+        export(args.new, "sg_new", Path(tmp))
+        sys.path.insert(0, tmp)
+        packages = {v: importlib.import_module("sg_" + v) for v in VERSIONS}
+        vocabs = {v: packages[v].Vocabulary.from_tokenizer(tokenizer) for v in VERSIONS}
+        for v in VERSIONS:  # per-vocabulary setup (token trie, compiled walk), untimed
+            packages[v].compile_choice(["ready"], vocabs[v]).matcher().fill_bitmask(
+                packages[v].allocate_bitmask(1, vocabs[v].vocab_size), 0)
+        data = load_instances(tokenizer, args.schemas, args.seed)
+        gc.collect()
+        gc.freeze()
+        times = measure(packages, vocabs, data)
+    print(f"{args.schemas} maskbench-dev schemas (seed {args.seed}); base = {args.base}, "
+          f"new = {args.new or 'working tree'}; thread CPU time, interleaved per schema")
+    print(table(times))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
