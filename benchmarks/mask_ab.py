@@ -141,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.schemas} maskbench-dev schemas (seed {args.seed}); base = {args.base}, "
           f"new = {args.new or 'working tree'}; thread CPU time, interleaved per schema")
     print(table(times))
+    print("schemas compiled: " + ", ".join(f"{v} {len(times[v]['ttfm'])}" for v in VERSIONS)
+          + " (a schema one version refuses is walked by the other only)")
     return 0
 
 
