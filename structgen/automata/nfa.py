@@ -450,9 +450,7 @@ class LazyNFA:
                 key = tuple(map(id, targets))  # the targets live on in the moves lists
                 target = unions.get(key)
                 if target is None:
-                    target = unions[key] = frozenset().union(*targets)
-                    if len(target) > MAX_STATE_ITEMS:
-                        raise too_ambiguous()
+                    target = unions[key] = _union(targets)
             out.append((cuts[i], cuts[i + 1] - 1, target))
         return out
 
@@ -566,10 +564,7 @@ def _overlay_bytes(base: list, points: list) -> list:
         while i < n and points[i][0] == byte:
             targets.append(points[i][1])
             i += 1
-        union = targets[0] if len(targets) == 1 else frozenset().union(*targets)
-        if len(union) > MAX_STATE_ITEMS:
-            raise too_ambiguous()
-        return union
+        return targets[0] if len(targets) == 1 else _union(targets)
 
     for lo, hi, target in base:
         while i < n and points[i][0] < lo:  # bytes no base range covers
@@ -588,6 +583,14 @@ def _overlay_bytes(base: list, points: list) -> list:
         byte = points[i][0]
         out.append((byte, byte, united(byte, None)))
     return out
+
+
+def _union(targets: list) -> frozenset:
+    """The items of several targets together: what one byte reaches from all of them."""
+    union = frozenset().union(*targets)
+    if len(union) > MAX_STATE_ITEMS:
+        raise too_ambiguous()
+    return union
 
 
 def too_ambiguous() -> GrammarTooLargeError:
