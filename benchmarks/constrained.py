@@ -73,7 +73,6 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import jsonschema  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
@@ -81,7 +80,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import structgen  # noqa: E402
-from structgen import default_model  # noqa: E402
+from structgen import default_model, validation  # noqa: E402
 from structgen.chat import render_chat  # noqa: E402
 from structgen.engine import Engine, SamplingParams  # noqa: E402
 
@@ -170,17 +169,9 @@ def function_prompt(item: dict) -> str:
 
 
 def schema_error(text: str, schema) -> str | None:
-    """None when `text` is JSON that validates against `schema` (formats checked too)."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return f"not JSON: {exc}"
-    try:
-        cls = jsonschema.validators.validator_for(schema)
-        error = jsonschema.exceptions.best_match(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(data))
-    except Exception as exc:  # noqa: BLE001 - the validator itself failed (e.g. a remote $ref)
-        return f"validator error: {type(exc).__name__}: {exc}"[:300]
-    return None if error is None else f"{error.message} at {error.json_path}"[:300]
+    """None when `text` is JSON that validates against `schema` (formats checked too;
+    numbers read as exact decimals, see structgen.validation)."""
+    return validation.schema_error(text, schema, formats=True)
 
 
 def replay_error(grammar, token_ids: list[int], stopped: bool) -> str | None:

@@ -37,8 +37,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
-import jsonschema
 from tqdm import tqdm
+
+from structgen import validation
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "maskbench-dev"
@@ -209,12 +210,11 @@ def finish(rec: Record, began: float, schema: dict | None) -> None:
     if rec.ttft is not None:
         rec.tpot = (rec.e2e - rec.ttft) / max(1, rec.completion_tokens - 1)
     if rec.kind == "constrained" and rec.finish_reason == "stop":
-        try:
-            jsonschema.validate(json.loads(rec.text), schema)
-        except (ValueError, jsonschema.ValidationError) as exc:
-            rec.outcome, rec.detail = "invalid", f"{type(exc).__name__}: {str(exc)[:300]}"
-        except jsonschema.SchemaError as exc:  # jsonschema itself cannot use the schema
-            rec.detail = f"not validated: {str(exc)[:200]}"
+        error = validation.schema_error(rec.text, schema)
+        if error is not None and error.startswith("could not validate"):  # jsonschema cannot use the schema
+            rec.detail = f"not validated: {error[:200]}"
+        elif error is not None:
+            rec.outcome, rec.detail = "invalid", error
 
 
 # -- load patterns -----------------------------------------------------------------------

@@ -427,23 +427,12 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def validate_json(text: str, schema: Any) -> tuple[bool, str]:
-    """(valid, message) for `text` against `schema`, with the `jsonschema` package."""
-    try:
-        instance = json.loads(text)
-    except json.JSONDecodeError as e:
-        return False, f"FAILED: the output is not JSON ({e.msg} at character {e.pos})"
-    try:
-        import jsonschema
-        from jsonschema.validators import validator_for
+    """(valid, message) for `text` against `schema`, with the `jsonschema` package
+    (numbers read as exact decimals: `structgen.validation`)."""
+    from structgen.validation import schema_error
 
-        cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-        error = jsonschema.exceptions.best_match(cls(schema).iter_errors(instance))
-    except Exception as e:  # an exotic schema the validator cannot handle
-        return False, f"could not validate ({type(e).__name__}: {e})"
-    if error is None:
-        return True, "valid"
-    where = "/" + "/".join(str(p) for p in error.absolute_path)
-    return False, f"FAILED at {where}: {error.message}"
+    error = schema_error(text, schema)
+    return (True, "valid") if error is None else (False, f"FAILED {error}")
 
 
 def _quiet_transformers() -> None:

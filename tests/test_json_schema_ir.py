@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError, UnsupportedKeywordError
@@ -201,6 +201,40 @@ def test_unknown_format():
 # ---------------------------------------------------------------- numbers
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    step=st.sampled_from(["0.01", "0.05", "2.5", "0.3", "0.125", "1.5", "0.001"]),
+    lower=st.one_of(st.none(), st.sampled_from(["0", "-10", "1.5", "0.01"])),
+    upper=st.one_of(st.none(), st.sampled_from(["0", "100", "3.75", "99999999999.99"])),
+    exclusive=st.booleans(),
+    texts=st.lists(
+        st.tuples(st.booleans(), st.integers(0, 10**6), st.text(alphabet="0123456789", max_size=5)),
+        min_size=1, max_size=20,
+    ),
+)
+def test_decimal_multiple_of_is_exact(step, lower, upper, exclusive, texts):
+    """Decimal multipleOf against exact arithmetic, as jsonschema does it when the JSON is
+    read with Decimal (its float division calls 19.99 no multiple of 0.01): every text
+    accepted is a multiple within the bounds, and every plain one that is, is accepted."""
+    from decimal import Decimal
+
+    assume(lower is None or upper is None or Decimal(lower) <= Decimal(upper))
+    schema = {"type": "number", "multipleOf": float(step)}
+    if lower is not None:
+        schema["exclusiveMinimum" if exclusive else "minimum"] = float(lower)
+    if upper is not None:
+        schema["maximum"] = float(upper)
+    g = G(schema)
+    exact = jsonschema.Draft202012Validator(json.loads(json.dumps(schema), parse_float=Decimal))
+    for negative, whole, fraction in texts:
+        text = ("-" if negative else "") + str(whole) + ("." + fraction if fraction else "")
+        valid = exact.is_valid(json.loads(text, parse_float=Decimal))
+        if text == "-0":  # never written under bounds (numbers.py): only soundness holds
+            assert valid or not g.ok(text), (text, schema)
+        else:
+            assert g.ok(text) == valid, (text, schema)
+
+
 def test_numeric_bounds():
     check({"type": "integer", "minimum": 2, "maximum": 5}, accepted=[2, 5], rejected=[1, 6, 3.0])
     check({"type": "integer", "exclusiveMinimum": 2, "exclusiveMaximum": 5}, accepted=[3, 4], rejected=[2, 5])
@@ -218,7 +252,23 @@ def test_multiple_of():
     check({"type": "integer", "multipleOf": 5, "minimum": 12}, accepted=[15, 100, 12345], rejected=[10, 11, 16])
     check({"type": "integer", "multipleOf": 3, "minimum": -7, "maximum": 7}, accepted=[-6, 0, 6], rejected=[-9, 9, 1])
     check({"type": "number", "multipleOf": 2}, accepted=[4], rejected=[3, 2.5])
-    raises(UnsupportedKeywordError, {"type": "number", "multipleOf": 0.01}, "/multipleOf", "multipleOf")
+    # a decimal step: exact decimal multiples, written without exponent
+    check(
+        {"type": "number", "multipleOf": 0.01},
+        accepted=[T("19.99"), T("0.07"), T("10"), T("10.0"), T("10.990"), T("-4.02"), T("0")],
+        rejected=[T("10.001"), T("0.075"), T("1e2"), T("1.5e-2"), T(".5"), T("1.")],
+    )
+    check({"type": "number", "multipleOf": 2.5, "minimum": 0, "maximum": 10},
+          accepted=[0, 2.5, 5, 7.5, T("10.00")], rejected=[-2.5, 1.25, 12.5, 3])
+    check({"type": "number", "multipleOf": 0.1, "exclusiveMinimum": 0}, accepted=[0.1, 3.3], rejected=[0, T("0.0"), -0.1, 0.15])
+    # every step holds: multiples of the least common one (0.3 and 0.25: 1.5)
+    check({"type": "number", "allOf": [{"multipleOf": 0.3}, {"multipleOf": 0.25}]}, accepted=[1.5, 3, -4.5], rejected=[0.3, 0.75])
+    # an integer that is a multiple of 1.5 is one of 3
+    check({"type": "integer", "multipleOf": 1.5}, accepted=[3, -6, 0], rejected=[1.5, 2, 4])
+    raises(UnsupportedKeywordError, {"type": "number", "multipleOf": 0.0000123456789}, "/multipleOf", "multipleOf")
+    # a remainder automaton past its budget is refused, not built (it once ran out of memory)
+    raises(UnsupportedKeywordError, {"type": "integer", "multipleOf": 0.123456789}, "/multipleOf", "multipleOf")
+    raises(UnsupportedKeywordError, {"type": "integer", "multipleOf": 123456789}, "/multipleOf", "multipleOf")
     raises(SchemaError, {"multipleOf": 0}, "/multipleOf")
 
 
@@ -1097,7 +1147,8 @@ def _schemas(depth: int):
         st.fixed_dictionaries({"minItems": st.integers(0, 2)}),
         st.fixed_dictionaries({"maxProperties": st.integers(0, 2)}),
         st.fixed_dictionaries({"minProperties": st.integers(1, 2)}),
-        st.fixed_dictionaries({"multipleOf": st.sampled_from([1, 2, 3])}),
+        # steps a double holds exactly, so that jsonschema's float division is exact too
+        st.fixed_dictionaries({"multipleOf": st.sampled_from([1, 2, 3, 0.5, 0.25])}),
         st.fixed_dictionaries({"dependentRequired": st.fixed_dictionaries({"a": st.lists(st.sampled_from(["b", "ab"]), min_size=1, max_size=2, unique=True)})}),
     )
     if depth == 0:

@@ -38,10 +38,13 @@ Documented choices (where we accept a subset of the valid texts):
     property or item defines no value and is refused.
   * `const`/`enum` objects are written with their keys in the order given in the schema
     (in any order with `property_order="any"`).
-  * Numbers: `type: integer` accepts integer spellings only (not "1.0"); numbers with
-    `multipleOf` (integer-valued) accept integer spellings only; "a number that is not
-    an integer" (e.g. `oneOf: [{type: integer}, {type: number}]`) is only expressed
-    without bounds, as plain decimals of at most 15 significant digits.
+  * Numbers: `type: integer` accepts integer spellings only (not "1.0"); numbers with an
+    integer `multipleOf` accept integer spellings only; a non-integer `multipleOf`
+    (0.01) means exact decimal multiples, written without exponent ("19.99", "10.0";
+    Python's jsonschema reading floats calls 19.99 no multiple of 0.01, read with
+    Decimal it agrees: `structgen.validation`); "a number that is not an integer"
+    (e.g. `oneOf: [{type: integer}, {type: number}]`) is only expressed without bounds,
+    as plain decimals of at most 15 significant digits.
   * `pattern`/`format` with length bounds are intersected exactly (a product automaton)
     while that stays small; for a long `maxLength` over a big pattern, every repetition
     in the pattern is capped (the largest cap that keeps matches within maxLength).
@@ -66,7 +69,7 @@ Known limitation: a regular language cannot forbid duplicate undeclared keys, so
 
 Supported keywords: type, enum, const, boolean schemas, minLength, maxLength, pattern,
 format (via `structgen.grammar.formats`), minimum, maximum, exclusiveMinimum,
-exclusiveMaximum (numbers and draft-04 booleans), multipleOf (integer values), items,
+exclusiveMaximum (numbers and draft-04 booleans), multipleOf, items,
 prefixItems, additionalItems, minItems, maxItems, contains/minContains, uniqueItems
 (limited), properties, required, additionalProperties, patternProperties,
 minProperties, maxProperties, propertyNames (limited), dependentRequired,
@@ -248,6 +251,7 @@ _TYPE_KINDS = {
 _MAX_BRANCHES = 65536
 _MAX_NEGATION_ALTS = 64
 _MAX_ENUMERATED_MULTIPLES = 1000
+_MAX_MOD_STATES = 20_000  # states of a remainder automaton (multipleOf without an upper bound)
 _PRODUCT_BUDGET = 60_000  # states of a pattern x length product before capping instead
 
 
@@ -2336,18 +2340,15 @@ class _Compiler:
         N = _numbers()
         holes = sorted({Fraction(v) for v in s.not_values if _is_number(v) and math.isfinite(v)})
         if s.mults:
-            ints = [m for m, raw, _ in s.mults if m.denominator == 1]
-            if len(ints) < len(s.mults):
-                bad = next(p for m, raw, p in s.mults if m.denominator != 1)
-                self.refuse("multipleOf", bad, "only integer multipleOf values are supported")
-            m = 1
-            for x in ints:
-                m = m * int(x) // math.gcd(m, int(x))
             if "int" not in kinds:
                 return ir.NOTHING
+            step = _common_multiple([_decimal_fraction(raw) for _, raw, _ in s.mults])
+            if step.denominator != 1 and "frac" in kinds:
+                return self._decimal_multiples(s, step, holes)
+            # integers only: an integer multiple of p/q (in lowest terms) is one of p
             lo, hi = self._int_bounds(s)
-            if m > 1:
-                return self._int_multiples(lo, hi, m, [int(h) for h in holes if h.denominator == 1], s)
+            if step.numerator > 1:
+                return self._int_multiples(lo, hi, step.numerator, [int(h) for h in holes if h.denominator == 1], s)
             return self._int_ranges(lo, hi, holes)
         if "frac" not in kinds:
             lo, hi = self._int_bounds(s)
@@ -2359,6 +2360,20 @@ class _Compiler:
             if s.lo is None and s.hi is None and not holes:
                 return _fraction_ir()
             return ir.NOTHING
+        return self._number_ranges(s, holes)
+
+    def _decimal_multiples(self, s: _S, step: Fraction, holes: list) -> ir.Node:
+        """Numbers within s's bounds (holes excluded) that are exact multiples of a
+        non-integer step, written without exponent (`numbers.decimal_multiples_ir`)."""
+        got = _numbers().decimal_multiples_ir(step, self._number_ranges(s, holes), max_states=_MAX_MOD_STATES)
+        if got is None:
+            self.refuse("multipleOf", s.mults[0][2], f"multipleOf {step} needs too large an automaton")
+            return self._number_ranges(s, holes)  # lenient: the bounds alone
+        return got
+
+    def _number_ranges(self, s: _S, holes: list) -> ir.Node:
+        """All number texts within s's bounds, minus the excluded values `holes`."""
+        N = _numbers()
         # all numbers in (lo, hi) minus holes: split into intervals at the holes
         intervals = []
         lo = s.lo
@@ -2429,6 +2444,9 @@ class _Compiler:
         small = [x for x in range(first, top, m)] if a > 0 else []
         if len(small) > _MAX_ENUMERATED_MULTIPLES:
             self.refuse("multipleOf", s.mults[0][2], "multipleOf with a large minimum is not supported")
+            return _numbers().integer_ir(a, None, None, None)
+        if m * (digits + 1) > _MAX_MOD_STATES:
+            self.refuse("multipleOf", s.mults[0][2], f"multipleOf {m} needs too large an automaton")
             return _numbers().integer_ir(a, None, None, None)
         if a > 0:
             return ir.alt(*(ir.lit(str(x)) for x in small), _mod_dfa(m, digits + 1))
@@ -3084,6 +3102,22 @@ def _length_nfa(lo: int, hi: int | None) -> _CharNFA:
         return _CharNFA(n, 0, {lo}, edges)
     edges = [[(C.ANY_CHAR, i + 1)] if i < hi else [] for i in range(hi + 1)]
     return _CharNFA(hi + 1, 0, set(range(lo, hi + 1)), edges)
+
+
+def _decimal_fraction(value) -> Fraction:
+    """The exact decimal value of a JSON number as parsed (a float by its shortest repr:
+    multipleOf 0.01 means 1/100, not the double nearest to it)."""
+    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+
+
+def _common_multiple(steps: list[Fraction]) -> Fraction:
+    """The least common multiple of positive fractions: what a value that is a multiple
+    of each of them is a multiple of."""
+    out = steps[0]
+    for step in steps[1:]:
+        a, b = out, step
+        out = Fraction(math.lcm(a.numerator, b.numerator), math.gcd(a.denominator, b.denominator))
+    return out
 
 
 def _mod_dfa(m: int, min_digits: int) -> ir.Node:
