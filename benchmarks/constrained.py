@@ -45,7 +45,8 @@ before every timed batch.
             structgen's default (json.dumps separators, undeclared properties allowed by
             default); compiles are done before timing on both sides. Aggregate output
             tokens/s ratio (target >= 3x; the engine with jump-forward off is shown too) and
-            validity of both.
+            validity of both. With --load-format dummy (a GPU run), transformers gets the
+            same shape with its own random weights in bf16: throughput compares, texts not.
 
 Prints a markdown table (and every failure), writes benchmarks/results/constrained.json
 (--out). The machine's cores are shared: --threads 1 disturbs neighbours less while
@@ -418,6 +419,11 @@ def pick_baseline_items(engine: Engine, vocab_size: int, count: int, seed: int):
     return items, grammars, refused
 
 
+def synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 @torch.inference_mode()
 def hf_padded_generate(model, prompts: list[list[int]], xg_grammars: list, max_new: int, eos: list[int]):
     """One left-padded greedy batch with xgrammar's logits processor; per-row new tokens
@@ -430,10 +436,13 @@ def hf_padded_generate(model, prompts: list[list[int]], xg_grammars: list, max_n
     for row, p in enumerate(prompts):
         ids[row, width - len(p):] = torch.tensor(p)
         mask[row, width - len(p):] = 1
+    ids, mask = ids.to(model.device), mask.to(model.device)
     processor = LogitsProcessor(list(xg_grammars))  # single use: a new one per generate
+    synchronize()
     start = time.perf_counter()
     out = model.generate(ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False,
                          logits_processor=[processor], eos_token_id=eos, pad_token_id=eos[0])
+    synchronize()
     elapsed = time.perf_counter() - start
     rows = []
     for row in out[:, width:].tolist():
@@ -468,11 +477,25 @@ def engine_validity(outs, items) -> dict:
             "texts": [o.text for o in outs]}
 
 
-def scenario_baseline(engine: Engine, runs: int, count: int, seed: int, max_new: int = 128) -> dict:
-    from transformers import AutoModelForCausalLM
+def baseline_model(model: str | None, load_format: str):
+    """transformers' side of the baseline: the same weights as the engine (the embedded
+    SmolLM2, or --model, float32 on CPU), or with dummy weights the same shape with
+    transformers' own random weights (bf16 on a GPU): the two sides then write different
+    tokens, so only the throughput compares, not the texts."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-    folder = default_model.gguf_as_hf_dir(default_model.default_gguf_path())
-    hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    on_gpu = torch.cuda.is_available()
+    dtype = torch.bfloat16 if on_gpu else torch.float32
+    if load_format == "dummy":
+        with torch.device("cuda" if on_gpu else "cpu"):
+            hf = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model), dtype=dtype)
+        return hf.eval()
+    folder = model or default_model.gguf_as_hf_dir(default_model.default_gguf_path())
+    hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    return hf.to("cuda" if on_gpu else "cpu").eval()
+
+
+def scenario_baseline(engine: Engine, hf, runs: int, count: int, seed: int, max_new: int = 128) -> dict:
     eos = sorted(engine.eos_token_ids)
     items, xg, xg_refused = pick_baseline_items(engine, hf.config.vocab_size, count, seed)
     prompts = [it["prompt"] for it in items]
@@ -602,10 +625,13 @@ def environment() -> dict:
                                 capture_output=True, text=True, check=False).stdout.strip())
     from importlib.metadata import version
 
-    return {"commit": commit, "structgen_dirty": dirty, "python": platform.python_version(),
-            "torch": torch.__version__, "transformers": version("transformers"), "xgrammar": version("xgrammar"),
-            "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "load_avg": os.getloadavg(),
-            "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    env = {"commit": commit, "structgen_dirty": dirty, "python": platform.python_version(),
+           "torch": torch.__version__, "transformers": version("transformers"), "xgrammar": version("xgrammar"),
+           "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "load_avg": os.getloadavg(),
+           "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name()
+    return env
 
 
 def main(argv=None) -> int:
@@ -631,8 +657,9 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    # On a GPU the KV cache takes its share of GPU memory; on CPU a fixed 1 GiB.
-    kv_bytes = None if torch.cuda.is_available() else 1 << 30
+    # A fixed KV pool: 1 GiB on CPU; 16 GiB on a GPU (over 100k tokens of an 8B shape),
+    # which leaves room beside the engine for the baseline's transformers model.
+    kv_bytes = (16 << 30) if torch.cuda.is_available() else 1 << 30
     engine = Engine(args.model, load_format=args.load_format, kv_cache_bytes=kv_bytes, max_num_seqs=32)
     results: dict = {"environment": environment(), "model": engine.model_name, "runs": args.runs,
                      "args": {k: str(v) for k, v in vars(args).items()}}
@@ -640,12 +667,16 @@ def main(argv=None) -> int:
         "overhead": lambda: scenario_overhead(engine, args.runs, args.concurrency, args.length),
         "jump": lambda: scenario_jump(engine, args.runs, args.calls, args.seed),
         "validate": lambda: scenario_validate(engine, args.limit, args.max_tokens, args.seed),
-        "baseline": lambda: scenario_baseline(engine, args.runs, args.baseline_requests, args.seed),
+        "baseline": lambda: scenario_baseline(engine, baseline_model(args.model, args.load_format), args.runs,
+                                              args.baseline_requests, args.seed),
     }
     results["load_avg_after"] = {}  # the machine is shared: how busy it was
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     for name in [n for n in runners if n in scenarios]:
         results[name] = runners[name]()
         results["load_avg_after"][name] = os.getloadavg()
+        # after every scenario, so that a later failure keeps what was measured
+        args.out.write_text(json.dumps(results, indent=1, default=str))
     results["seconds"] = time.perf_counter() - started
     print()
     print(table(results))
@@ -653,7 +684,6 @@ def main(argv=None) -> int:
     if failures:
         print("\nfailures:\n" + failures)
     print(f"\ntook {results['seconds'] / 60:.1f} min")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, default=str))
     print(f"wrote {args.out}")
     return 0

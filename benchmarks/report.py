@@ -455,9 +455,11 @@ def render_constrained(results_dir: Path) -> list[str]:
                                                                   "constrained.json"))]
     gpu = read_results(Path(results_dir) / CONSTRAINED_GPU_FILE)
     if gpu is not None and "overhead" in gpu:
-        parts += [f"On a GPU ({gpu['model']}), medians of {gpu['runs']} warm runs:", overhead_table(gpu["overhead"]),
-                  provenance(gpu) + " " + reproduce(args_command("constrained", gpu["args"], "constrained",
-                                                                 CONSTRAINED_GPU_FILE))]
+        parts += [f"On a GPU ({gpu['model']}), medians of {gpu['runs']} warm runs:", overhead_table(gpu["overhead"])]
+        if "baseline" in gpu:
+            parts.append(table(["measure", "result"], baseline_rows(gpu["baseline"]), numeric_from=2))
+        parts.append(provenance(gpu) + " " + reproduce(args_command("constrained", gpu["args"], "constrained",
+                                                                    CONSTRAINED_GPU_FILE)))
     return parts
 
 

@@ -98,3 +98,33 @@ def test_bf16_graph_engine_runs_sampled_requests(checkpoints):
     for out in first:
         assert len(out.token_ids) == 16
         assert all(lp.top and lp.logprob <= 0 for lp in out.logprobs)
+
+
+def test_jump_forward_spans_replay_span_graphs_like_eager(tmp_path):
+    """Constrained requests with jump-forward beside unconstrained ones: steps with a
+    forced span replay the span graphs and give eager's greedy ids."""
+    import structgen
+    from tiny_models import make_tokenized_checkpoint
+
+    if not make_tokenized_checkpoint(tmp_path):
+        pytest.skip("no SmolLM2 tokenizer at hand (set STRUCTGEN_TOKENIZER_DIR)")
+    schema = {"type": "object", "required": ["name", "age", "tags"], "properties": {
+        "name": {"type": "string", "maxLength": 5}, "age": {"type": "integer", "maximum": 99},
+        "tags": {"type": "array", "maxItems": 2, "items": {"enum": ["alpha", "beta"]}}}}
+    prompts = [[random.Random(n).randrange(3, 49152) for _ in range(n)] for n in (5, 23, 9, 14, 31, 2)]
+    params = SamplingParams(max_tokens=48, temperature=0.0)
+    results = []
+    for graphs in (True, False):
+        engine = Engine(str(tmp_path), device="cuda", dtype="float32", kv_cache_bytes=64 << 20,
+                        max_num_seqs=8, cuda_graphs=graphs)
+        grammar = structgen.compile_json_schema(schema, engine.vocab)
+        ids = [engine.add_request(p, params, grammar=grammar if i < 4 else None) for i, p in enumerate(prompts)]
+        outs = {}
+        while engine.has_unfinished_requests():
+            outs.update((o.request_id, o) for o in engine.step() if o.finished)
+        assert sum(outs[i].metrics.num_forced_tokens for i in ids) > 0
+        results.append([outs[i].token_ids for i in ids])
+        if graphs:
+            assert engine.runner.decode_graphs.span_graphs and engine.runner.decode_graphs.num_span_steps > 0
+        assert engine.blocks.stats().used == 0
+    assert results[0] == results[1]

@@ -66,3 +66,42 @@ TINY_SMOLLM_SHAPE = dict(
     num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=10000.0,
     max_position_embeddings=2048, tie_word_embeddings=True, eos_token_id=2, bos_token_id=1,
 )
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def smollm2_tokenizer_folder() -> Path | None:
+    """A folder holding SmolLM2's tokenizer files: $STRUCTGEN_TOKENIZER_DIR (a GPU machine
+    without the embedded model), else the embedded model's converted folder; None when
+    neither is at hand."""
+    import os
+
+    if os.environ.get("STRUCTGEN_TOKENIZER_DIR"):
+        return Path(os.environ["STRUCTGEN_TOKENIZER_DIR"])
+    from structgen import default_model
+
+    try:
+        return default_model.gguf_as_hf_dir(default_model.default_gguf_path())
+    except Exception:  # noqa: BLE001 - no embedded model installed
+        return None
+
+
+def make_tokenized_checkpoint(folder: Path, seed: int = 0) -> bool:
+    """A tiny random llama with SmolLM2's 49,152-token vocabulary and its tokenizer files
+    in `folder`: constrained decoding and jump-forward on the Triton and GPU paths, which
+    the real model would make too slow there. False when no tokenizer is at hand."""
+    import shutil
+
+    import transformers
+
+    source = smollm2_tokenizer_folder()
+    if source is None:
+        return False
+    config = transformers.LlamaConfig(**{**BASE, "vocab_size": 49152}, rope_theta=10000.0)
+    torch.manual_seed(seed)
+    transformers.LlamaForCausalLM(config).save_pretrained(str(folder))
+    for name in TOKENIZER_FILES:
+        if (source / name).is_file():
+            shutil.copy(source / name, folder / name)
+    return True

@@ -8,6 +8,15 @@ inputs from fixed device buffers, so a step copies its host arrays into those bu
 they never touch the cache. The graph ends by writing float32 logits into one static
 buffer shared by every bucket.
 
+Span graphs take steps where every sequence samples but some bring several new tokens:
+a jump-forward span, or the last short chunk of a prompt. Without them one such row
+would send the whole batch down the eager path, at over twice the cost of a replay on an
+8B model (the launches again), and jump-forward would slow a busy GPU down. They are
+captured per (batch bucket, extra tokens bucket), where extra tokens = new tokens beyond
+one per sequence; every row goes through the prefill kernel (causal over its cached
+prefix), real tokens packed first and padding tokens (slot -1, owned by no sequence)
+after them, and logits are gathered at each sequence's last token.
+
 Owns the static buffers, the graphs and their memory pool. Needs an attention backend
 whose launches use only host values that are fixed for a batch size
 (`attention_triton`); never schedules, samples or allocates cache blocks.
@@ -27,6 +36,12 @@ from structgen.engine.kernels.attention_torch import AttentionMetadata
 from structgen.engine.models.llama import LlamaForCausalLM
 
 
+# Span graphs: extra-token buckets, and the largest batch they are captured for (beyond
+# it a step is compute-bound enough that the eager path's launch cost matters little).
+SPAN_EXTRA_TOKENS = (16, 64)
+MAX_SPAN_BATCH = 64
+
+
 def bucket_sizes(max_batch_size: int) -> list[int]:
     """Captured batch sizes: 1, 2, 4, then every multiple of 8 up to the largest."""
     sizes = [s for s in (1, 2, 4) if s < max_batch_size] + list(range(8, max_batch_size, 8))
@@ -40,20 +55,26 @@ class DecodeGraphs:
             raise ValueError(f"{backend.__name__} cannot be captured in a CUDA graph")
         self.model, self.kv_caches, self.backend = model, kv_caches, backend
         self.sizes = bucket_sizes(max_batch_size)
+        self.span_sizes = [s for s in self.sizes if s <= MAX_SPAN_BATCH]
         n = max_batch_size
+        max_tokens = n + SPAN_EXTRA_TOKENS[-1]
 
         def buffer(*shape, dtype=torch.int64):
             return torch.zeros(shape, dtype=dtype, device=device)
 
-        self.input_ids = buffer(n)
-        self.positions = buffer(n)
-        self.slot_mapping = buffer(n)
+        self.input_ids = buffer(max_tokens)
+        self.positions = buffer(max_tokens)
+        self.slot_mapping = buffer(max_tokens)
         self.seq_lens = buffer(n, dtype=torch.int32)
-        self.query_start = torch.arange(n + 1, dtype=torch.int32, device=device)
+        self.query_start = torch.arange(n + 1, dtype=torch.int32, device=device)  # decode: one token each
+        self.span_query_start = buffer(n + 1, dtype=torch.int32)
+        self.logits_index = buffer(n)  # span steps: each sequence's last token
         self.block_tables = buffer(n, max_blocks_per_seq, dtype=torch.int32)
         self.logits = buffer(n, model.config.vocab_size, dtype=torch.float32)
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.num_steps = 0  # decode steps run through the static buffers
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}  # decode graphs by batch size
+        self.span_graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # by (batch size, extra tokens)
+        self.num_steps = 0  # steps run through the static buffers
+        self.num_span_steps = 0  # of which with several new tokens for some sequence
         self.num_padding_rows = 0  # rows those steps added to reach a captured size
         if capture:
             self._capture_all()
@@ -62,52 +83,74 @@ class DecodeGraphs:
     def max_batch_size(self) -> int:
         return self.sizes[-1]
 
-    def fits(self, num_seqs: int) -> bool:
-        return num_seqs <= self.max_batch_size
+    def fits(self, batch) -> bool:
+        """Whether a `runner.HostBatch` can run here: every sequence samples, and a decode
+        graph, or a span graph, is large enough."""
+        n = len(batch.seq_lens)
+        if batch.is_pure_decode:
+            return n <= self.max_batch_size
+        return (len(batch.logits_indices) == n and n <= self.span_sizes[-1]
+                and batch.extra_tokens <= SPAN_EXTRA_TOKENS[-1])
 
     def run(self, batch) -> torch.Tensor:
-        """Float32 logits [B, vocab] of a pure-decode `runner.HostBatch` (a view of the
-        static buffer: valid until the next step)."""
+        """Float32 logits [B, vocab] of a batch that `fits` (a view of the static buffer:
+        valid until the next step)."""
         n = len(batch.seq_lens)
-        size = self.sizes[bisect.bisect_left(self.sizes, n)]
-        self._load(batch, size)
+        if batch.is_pure_decode:
+            size, extra = self.sizes[bisect.bisect_left(self.sizes, n)], 0
+        else:
+            size = self.span_sizes[bisect.bisect_left(self.span_sizes, n)]
+            extra = SPAN_EXTRA_TOKENS[bisect.bisect_left(SPAN_EXTRA_TOKENS, batch.extra_tokens)]
+            self.num_span_steps += 1
+        self._load(batch, size, extra)
         self.num_steps += 1
         self.num_padding_rows += size - n
-        graph = self.graphs.get(size)
+        graph = self.span_graphs.get((size, extra)) if extra else self.graphs.get(size)
         if graph is not None:
             graph.replay()
         else:
-            self._forward(size)
+            self._forward(size, extra)
         return self.logits[:n]
 
-    def _load(self, batch, size: int) -> None:
-        """Copy the batch into the static buffers; rows n..size become padding."""
-        n = len(batch.seq_lens)
-        pad = size - n
-        slots = np.concatenate([batch.slot_mapping, np.full(pad, -1, dtype=np.int64)])
-        lens = np.asarray(batch.seq_lens + [0] * pad, dtype=np.int32)
-        _copy(self.input_ids[:size], np.concatenate([batch.input_ids, np.zeros(pad, dtype=np.int64)]))
-        _copy(self.positions[:size], np.concatenate([batch.positions, np.zeros(pad, dtype=np.int64)]))
-        _copy(self.slot_mapping[:size], slots)
+    def _load(self, batch, size: int, extra: int) -> None:
+        """Copy the batch into the static buffers: rows n..size become padding sequences,
+        and tokens past the batch's own padding tokens."""
+        n, tokens = len(batch.seq_lens), size + extra
+        pad_rows, pad_tokens = size - n, tokens - len(batch.input_ids)
+        slots = np.concatenate([batch.slot_mapping, np.full(pad_tokens, -1, dtype=np.int64)])
+        lens = np.asarray(batch.seq_lens + [0] * pad_rows, dtype=np.int32)
+        _copy(self.input_ids[:tokens], np.concatenate([batch.input_ids, np.zeros(pad_tokens, dtype=np.int64)]))
+        _copy(self.positions[:tokens], np.concatenate([batch.positions, np.zeros(pad_tokens, dtype=np.int64)]))
+        _copy(self.slot_mapping[:tokens], slots)
         _copy(self.seq_lens[:size], lens)
+        if extra:  # padding sequences start and end after the last real token: no query rows
+            real_end = int(batch.query_start[-1])
+            starts = np.concatenate([batch.query_start, np.full(pad_rows, real_end)]).astype(np.int32)
+            _copy(self.span_query_start[: size + 1], starts)
+            _copy(self.logits_index[:size], np.concatenate([batch.logits_indices, np.zeros(pad_rows, np.int64)]))
         # Table entries past a row's length are never read (masked by its context length).
         width = batch.block_tables.shape[1]
         _copy(self.block_tables[:n, :width], batch.block_tables)
 
-    def _forward(self, size: int) -> None:
-        """What a graph of batch `size` records: the model over the static buffers."""
+    def _forward(self, size: int, extra: int) -> None:
+        """What a graph of batch `size` (and `extra` tokens) records: the model over the
+        static buffers. Decode graphs use the decode kernel; span graphs treat every row as
+        a prefill of up to extra + 1 tokens."""
+        tokens = size + extra
         meta = AttentionMetadata(
-            query_start_loc=self.query_start[: size + 1],
+            query_start_loc=(self.span_query_start if extra else self.query_start)[: size + 1],
             seq_lens=self.seq_lens[:size],
             block_tables=self.block_tables[:size],
-            slot_mapping=self.slot_mapping[:size],
-            num_decodes=size,
-            max_query_len=1,
+            slot_mapping=self.slot_mapping[:tokens],
+            num_decodes=0 if extra else size,
+            max_query_len=extra + 1,
             max_seq_len=self.block_tables.shape[1],  # an upper bound; unread by the backend
-            query_lens_cpu=[1] * size,
-            seq_lens_cpu=[0] * size,  # unread by the backend; only its length counts
+            query_lens_cpu=[1] * size,  # unread by the backend; only its length counts
+            seq_lens_cpu=[0] * size,  # likewise
         )
-        hidden = self.model(self.input_ids[:size], self.positions[:size], self.kv_caches, meta, self.backend)
+        hidden = self.model(self.input_ids[:tokens], self.positions[:tokens], self.kv_caches, meta, self.backend)
+        if extra:
+            hidden = hidden[self.logits_index[:size]]
         self.logits[:size].copy_(self.model.compute_logits(hidden))
 
     @torch.inference_mode()
@@ -116,17 +159,22 @@ class DecodeGraphs:
         padding only while capturing, so the warm-up runs write nothing to the cache."""
         self.slot_mapping.fill_(-1)
         self.seq_lens.zero_()
+        self.span_query_start.zero_()  # every span row has no query tokens
         pool = torch.cuda.graph_pool_handle()
         side = torch.cuda.Stream()
-        for size in reversed(self.sizes):
+        keys = [(size, extra) for extra in reversed(SPAN_EXTRA_TOKENS) for size in reversed(self.span_sizes)]
+        for size, extra in keys + [(size, 0) for size in reversed(self.sizes)]:  # largest first
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):  # warm-up: Triton compiles, cuBLAS picks kernels
-                self._forward(size)
+                self._forward(size, extra)
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool):
-                self._forward(size)
-            self.graphs[size] = graph
+                self._forward(size, extra)
+            if extra:
+                self.span_graphs[size, extra] = graph
+            else:
+                self.graphs[size] = graph
         torch.cuda.synchronize()
 
 

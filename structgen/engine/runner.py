@@ -3,8 +3,8 @@
 Flattens the step's chunks into one varlen batch (input ids, positions, slot mapping,
 block tables, context lengths, query offsets), runs the model with the chosen attention
 backend, and returns float32 logits for the last token of every chunk that samples.
-Decode-only steps replay a captured CUDA graph when the runner has them
-(`cuda_graphs.py`). Owns the device tensors of a step; never decides what runs or what
+Steps where every sequence samples (decodes, jump-forward spans, short last prompt
+chunks) replay a captured CUDA graph when the runner has them (`cuda_graphs.py`). Owns the device tensors of a step; never decides what runs or what
 is sampled.
 """
 
@@ -37,8 +37,13 @@ class HostBatch:
 
     @property
     def is_pure_decode(self) -> bool:
-        """Every sequence has one new token and samples: the shape a CUDA graph replays."""
+        """Every sequence has one new token and samples: the shape a decode graph replays."""
         return self.num_decodes == len(self.seq_lens) == len(self.logits_indices)
+
+    @property
+    def extra_tokens(self) -> int:
+        """New tokens beyond one per sequence (jump-forward spans, short prompt chunks)."""
+        return len(self.input_ids) - len(self.seq_lens)
 
 
 class ModelRunner:
@@ -74,7 +79,7 @@ class ModelRunner:
         """Logits [number of sampling chunks, vocab], in the order of `chunks`."""
         batch = host_batch(chunks, self.block_size)
         graphs = self.decode_graphs
-        if graphs is not None and batch.is_pure_decode and graphs.fits(len(batch.seq_lens)):
+        if graphs is not None and graphs.fits(batch):
             return graphs.run(batch)
         return self._run_eager(batch)
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The GPU checks of issues 3 and 5 as one script, sized to a short lease on one H100/H200:
+#   1. the GPU tests (compiled Triton kernels, CUDA-graph decode vs transformers),
+#   2. constrained decoding on a Llama-3-8B-shaped dummy model with the SmolLM2 tokenizer:
+#      mask overhead vs unconstrained, and the engine vs transformers + xgrammar,
+#   3. engine throughput and MBU on the same shape (benchmarks/engine_gpu.py).
+# Each step has its own time limit, so one slow step does not cost the others.
+#
+# It expects, beside the checkout (prepare them on a machine with the package registries):
+#   .whl/   wheels of the packages the GPU image lacks (interegular, lark, jsonschema and its
+#           needs, pydantic and its needs, xgrammar, apache-tvm-ffi), for CPython 3.12
+#   .gpu/llama8b-smollm2-tok/   config.json of the 8B shape with vocab_size 49152, and the
+#           SmolLM2 tokenizer files (tokenizer.json, tokenizer_config.json, chat_template.jinja)
+#   .gpu/maskbench-calls/   the Glaiveai2K* and BFCL_* files of ../shared/data/maskbench-dev
+# Results go to $OUT (default benchmarks/results/gpu): engine_gpu.json, constrained_gpu.json
+# and one log per step.
+set -u
+OUT=${OUT:-benchmarks/results/gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false STRUCTGEN_TOKENIZER_DIR=$PWD/.gpu/llama8b-smollm2-tok
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site:$PWD
+fi
+if [ ! -e ../shared/data/maskbench-dev ]; then
+    mkdir -p ../shared/data && ln -s "$PWD/.gpu/maskbench-calls" ../shared/data/maskbench-dev
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+
+step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log
+    local name=$1 limit=$2; shift 2
+    local start=$SECONDS
+    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+    echo "== $name: exit $? after $((SECONDS - start)) s"
+    tail -n 25 "$OUT/$name.log"
+}
+
+# The kernel test classes run compiled here; their interpreted reruns are CI's (and
+# triton 3.6's interpreter breaks on numpy >= 2.5).
+step tests "${TESTS_S:-110}" python3 -m pytest -q -p no:cacheprovider \
+    --deselect tests/test_attention_kernels.py::test_triton_kernels_interpreted \
+    --deselect tests/test_logits_mask.py::test_triton_kernel_interpreted \
+    tests/test_gpu.py tests/test_attention_kernels.py tests/test_logits_mask.py
+step constrained "${CONSTRAINED_S:-270}" python3 benchmarks/constrained.py --scenarios overhead,baseline \
+    --runs 3 --concurrency 32 --length 128 --baseline-requests 16 \
+    --model .gpu/llama8b-smollm2-tok --load-format dummy --out "$OUT/constrained_gpu.json"
+[ -n "${SKIP_ENGINE:-}" ] || step engine "${ENGINE_S:-180}" python3 benchmarks/engine_gpu.py --runs 3 --out "$OUT/engine_gpu.json"
