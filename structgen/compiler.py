@@ -115,7 +115,7 @@ def compile_json_schema(
     if indent is not None:
         whitespace = "indent"
     options = JsonOptions(
-        whitespace=whitespace, indent=indent, strict=strict, lenient=lenient, **json_options
+        whitespace=whitespace, indent=indent, strict=strict, lenient=lenient, max_states=max_states, **json_options
     )
     source = canonical_key(schema, options)
     key = ("json_schema", source, max_states, max_dfa_states, vocab.fingerprint)

@@ -96,6 +96,12 @@ def test_budget_options_are_respected(smollm2_vocab):
     schema = {"type": "array", "items": {"type": "string", "maxLength": 50}, "minItems": 500}
     with pytest.raises(structgen.GrammarTooLargeError):
         structgen.compile_json_schema(schema, smollm2_vocab, max_states=10_000)
+    # and raising the budget past the default lets a schema through (about 100M positions)
+    big = {"type": "array", "items": {"type": "string", "maxLength": 50}, "maxItems": 2_000_000}
+    with pytest.raises(structgen.GrammarTooLargeError, match="max_states"):
+        structgen.compile_json_schema(big, smollm2_vocab)
+    matcher = structgen.compile_json_schema(big, smollm2_vocab, max_states=200_000_000).matcher()
+    assert matcher.accept_token(list(smollm2_vocab.token_bytes).index(b"["))
 
 
 def test_nothing_in_flight_is_lost(smollm2_vocab, smollm2_tokenizer):

@@ -904,7 +904,8 @@ def test_lenient_and_unknown_keywords():
 
 def test_budgets():
     with pytest.raises(GrammarTooLargeError):
-        schema_to_ir({"type": "string", "maxLength": 100_000}, JsonOptions(max_states=2_000_000))
+        # one position per character: a JSON string character is one lexeme item
+        schema_to_ir({"type": "string", "maxLength": 10_000_000}, JsonOptions(max_states=2_000_000))
     big_item = {"type": "object", "properties": {f"k{i}": {"type": "string", "maxLength": 20} for i in range(10)}}
     with pytest.raises(GrammarTooLargeError):
         schema_to_ir({"type": "array", "items": big_item, "minItems": 5000}, JsonOptions(max_states=2_000_000))

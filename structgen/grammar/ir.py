@@ -393,7 +393,8 @@ def expanded_size(node: Node, limit: int | None = None) -> int:
     """Number of NFA positions the tree expands to, counting repeats as copies.
 
     Used to refuse grammars before building anything big. Stops counting early
-    (returning a value > limit) once `limit` is passed.
+    (returning a value > limit) once `limit` is passed. A lexeme counts as one
+    position, as the NFA enters it (one item on the shared lexeme DFA).
     """
     memo: dict[int, int] = {}
 
@@ -401,7 +402,9 @@ def expanded_size(node: Node, limit: int | None = None) -> int:
         key = id(n)
         if key in memo:
             return memo[key]
-        if isinstance(n, Bytes):
+        if is_lexeme(n):
+            s = 1
+        elif isinstance(n, Bytes):
             s = len(n.data)
         elif isinstance(n, ByteSet):
             s = 1
