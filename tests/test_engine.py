@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -273,3 +274,27 @@ def test_smollm2_stops_at_eos_and_stop_strings(smollm2_engine):
     stopped = smollm2_engine.generate([prompt], SamplingParams(max_tokens=100, temperature=0, stop=[stop]))[0]
     assert stopped.finish_reason == "stop" and stopped.stop_reason == stop
     assert stopped.text == out.text[: out.text.index(stop)]
+
+
+def test_one_token_steps_flatten_like_any_step():
+    """The decode-step fast path of runner.host_batch builds the same arrays as the
+    general path, whatever the tables' lengths, positions and sampling chunks."""
+    from types import SimpleNamespace
+
+    from structgen.engine import runner
+
+    rng = random.Random(0)
+    for trial in range(200):
+        chunks = []
+        for _ in range(rng.randrange(1, 40)):
+            total = rng.randrange(1, 200)
+            table = rng.sample(range(1000), -(-total // 16) + rng.randrange(2))
+            request = SimpleNamespace(num_computed_tokens=total - 1, all_token_ids=[rng.randrange(500) for _ in range(total)],
+                                      block_table=table)
+            chunks.append(SimpleNamespace(request=request, num_new_tokens=1, samples=rng.random() < 0.9))
+        fast, general = runner._one_token_batch(chunks, 16), runner._any_batch(chunks, 16)
+        for name in ("input_ids", "positions", "slot_mapping", "query_start", "block_tables", "logits_indices"):
+            a, b = getattr(fast, name), getattr(general, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), (trial, name)
+        assert (fast.seq_lens, fast.query_lens, fast.num_decodes) == (general.seq_lens, general.query_lens,
+                                                                     general.num_decodes)
