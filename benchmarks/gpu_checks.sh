@@ -12,9 +12,50 @@
 #   .gpu/llama8b-smollm2-tok/   config.json of the 8B shape with vocab_size 49152, and the
 #           SmolLM2 tokenizer files (tokenizer.json, tokenizer_config.json, chat_template.jinja)
 #   .gpu/maskbench-calls/   the Glaiveai2K* and BFCL_* files of ../shared/data/maskbench-dev
+# `bash benchmarks/gpu_checks.sh prepare`, on the development machine, makes all three (and
+# keeps them out of git); then run the script with no argument on the GPU machine, carrying
+# .whl and .gpu.
 # Results go to $OUT (default benchmarks/results/gpu): engine_gpu.json, constrained_gpu.json
 # and one log per step.
 set -u
+
+if [ "${1:-}" = prepare ]; then
+    grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo /.whl/ >> .git/info/exclude
+    grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo /.gpu/ >> .git/info/exclude
+    platforms=""
+    for p in manylinux_2_28 manylinux_2_27 manylinux_2_24 manylinux_2_17 manylinux2014; do
+        platforms="$platforms --platform ${p}_x86_64"
+    done
+    # pydantic-core must be the version this pydantic pins
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        $platforms -d .whl interegular==0.3.3 lark==1.3.1 jsonschema==4.26.0 jsonschema-specifications \
+        referencing rpds-py xgrammar==0.2.8 apache-tvm-ffi pydantic==2.13.4 pydantic-core==2.46.4 \
+        annotated-types typing-inspection || exit 1
+    python3 - <<'PY' || exit 1
+import json, shutil
+from pathlib import Path
+from structgen import default_model
+from structgen.engine.models.loader import DUMMY_SHAPES
+
+source = default_model.gguf_as_hf_dir(default_model.default_gguf_path())
+folder = Path(".gpu/llama8b-smollm2-tok")
+folder.mkdir(parents=True, exist_ok=True)
+for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+    shutil.copy(source / name, folder / name)
+small = json.loads((source / "config.json").read_text())
+config = {**DUMMY_SHAPES["llama-3-8b"], "vocab_size": 49152, "architectures": ["LlamaForCausalLM"],
+          "bos_token_id": small.get("bos_token_id"), "eos_token_id": small.get("eos_token_id"),
+          "torch_dtype": "bfloat16"}
+(folder / "config.json").write_text(json.dumps(config, indent=1))
+calls = Path(".gpu/maskbench-calls")
+calls.mkdir(exist_ok=True)
+for f in Path("../shared/data/maskbench-dev").glob("*.json"):
+    if f.name.startswith(("Glaiveai2K", "BFCL_")):
+        shutil.copy(f, calls / f.name)
+PY
+    du -sh .whl .gpu
+    exit 0
+fi
 OUT=${OUT:-benchmarks/results/gpu}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false STRUCTGEN_TOKENIZER_DIR=$PWD/.gpu/llama8b-smollm2-tok
