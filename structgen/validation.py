@@ -20,6 +20,8 @@ from typing import Any
 
 def schema_error(text: str, schema: Any, formats: bool = False) -> str | None:
     """None when `text` is JSON valid against `schema`; else why not (one line)."""
+    from jsonschema.exceptions import best_match
+
     try:
         instance, schema = _read_exact(text), json.loads(json.dumps(schema), parse_float=Decimal)
     except InvalidOperation:  # an exponent past Decimal's range (1e99999999999999999999)
@@ -31,10 +33,7 @@ def schema_error(text: str, schema: Any, formats: bool = False) -> str | None:
         # 28 would refuse 10**40 % 2.5)
         with localcontext() as context:
             context.prec = max(context.prec, 2 * (len(text) + len(json.dumps(schema, default=str))))
-            error = _validator(schema, formats).iter_errors(instance)
-            import jsonschema
-
-            error = jsonschema.exceptions.best_match(error)
+            error = best_match(_validator(schema, formats).iter_errors(instance))
     except Exception as e:  # noqa: BLE001 - a schema the validator cannot use (a remote $ref, ...)
         return f"could not validate ({type(e).__name__}: {e})"[:300]
     if error is None:

@@ -60,7 +60,7 @@ JUMP_SCRIPT = textwrap.dedent("""
     import random, sys, tempfile
     from pathlib import Path
     sys.path.insert(0, {tests!r})
-    from tiny_models import make_tokenized_checkpoint
+    from tiny_models import JUMP_SCHEMA, make_tokenized_checkpoint
     import structgen
     from structgen.engine.engine import Engine
     from structgen.engine.sampling_params import SamplingParams
@@ -69,9 +69,6 @@ JUMP_SCRIPT = textwrap.dedent("""
     if not make_tokenized_checkpoint(folder):
         print("SKIP: no SmolLM2 tokenizer at hand")
         sys.exit(0)
-    schema = {{"type": "object", "required": ["name", "age", "tags"], "properties": {{
-        "name": {{"type": "string", "maxLength": 5}}, "age": {{"type": "integer", "maximum": 99}},
-        "tags": {{"type": "array", "maxItems": 2, "items": {{"enum": ["alpha", "beta"]}}}}}}}}
     rng = random.Random(0)
     prompts = [[rng.randrange(3, 49152) for _ in range(n)] for n in (5, 23, 9, 14, 31)]
     params = SamplingParams(max_tokens=48, temperature=0.0)
@@ -81,7 +78,7 @@ JUMP_SCRIPT = textwrap.dedent("""
                         kv_cache_bytes=4 << 20, max_num_seqs=8)
         if backend != "torch":
             engine.runner.capture_decode_graphs(8, engine.max_model_len, capture=False)
-        grammar = structgen.compile_json_schema(schema, engine.vocab)
+        grammar = structgen.compile_json_schema(JUMP_SCHEMA, engine.vocab)
         ids = [engine.add_request(p, params, grammar=grammar if i < 4 else None, jump_forward=True)
                for i, p in enumerate(prompts)]
         outs = {{}}

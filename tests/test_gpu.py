@@ -104,20 +104,17 @@ def test_jump_forward_spans_replay_span_graphs_like_eager(tmp_path):
     """Constrained requests with jump-forward beside unconstrained ones: steps with a
     forced span replay the span graphs and give eager's greedy ids."""
     import structgen
-    from tiny_models import make_tokenized_checkpoint
+    from tiny_models import JUMP_SCHEMA, make_tokenized_checkpoint
 
     if not make_tokenized_checkpoint(tmp_path):
         pytest.skip("no SmolLM2 tokenizer at hand (set STRUCTGEN_TOKENIZER_DIR)")
-    schema = {"type": "object", "required": ["name", "age", "tags"], "properties": {
-        "name": {"type": "string", "maxLength": 5}, "age": {"type": "integer", "maximum": 99},
-        "tags": {"type": "array", "maxItems": 2, "items": {"enum": ["alpha", "beta"]}}}}
     prompts = [[random.Random(n).randrange(3, 49152) for _ in range(n)] for n in (5, 23, 9, 14, 31, 2)]
     params = SamplingParams(max_tokens=48, temperature=0.0)
     results = []
     for graphs in (True, False):
         engine = Engine(str(tmp_path), device="cuda", dtype="float32", kv_cache_bytes=64 << 20,
                         max_num_seqs=8, cuda_graphs=graphs)
-        grammar = structgen.compile_json_schema(schema, engine.vocab)
+        grammar = structgen.compile_json_schema(JUMP_SCHEMA, engine.vocab)
         ids = [engine.add_request(p, params, grammar=grammar if i < 4 else None) for i, p in enumerate(prompts)]
         outs = {}
         while engine.has_unfinished_requests():

@@ -69,6 +69,11 @@ TINY_SMOLLM_SHAPE = dict(
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+# A schema whose outputs have forced spans ('{"name": "', '", "age": ', ...) between short
+# free parts: jump-forward tests on make_tokenized_checkpoint's model.
+JUMP_SCHEMA = {"type": "object", "required": ["name", "age", "tags"], "properties": {
+    "name": {"type": "string", "maxLength": 5}, "age": {"type": "integer", "maximum": 99},
+    "tags": {"type": "array", "maxItems": 2, "items": {"enum": ["alpha", "beta"]}}}}
 
 
 def smollm2_tokenizer_folder() -> Path | None:

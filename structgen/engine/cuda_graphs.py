@@ -113,8 +113,8 @@ class DecodeGraphs:
         return self.logits[:n]
 
     def _load(self, batch, size: int, extra: int) -> None:
-        """Copy the batch into the static buffers: rows n..size become padding sequences,
-        and tokens past the batch's own padding tokens."""
+        """Copy the batch into the static buffers: rows n..size become padding sequences
+        and tokens after the batch's own, up to size + extra, padding tokens."""
         n, tokens = len(batch.seq_lens), size + extra
         pad_rows, pad_tokens = size - n, tokens - len(batch.input_ids)
         slots = np.concatenate([batch.slot_mapping, np.full(pad_tokens, -1, dtype=np.int64)])

@@ -4,8 +4,8 @@ Flattens the step's chunks into one varlen batch (input ids, positions, slot map
 block tables, context lengths, query offsets), runs the model with the chosen attention
 backend, and returns float32 logits for the last token of every chunk that samples.
 Steps where every sequence samples (decodes, jump-forward spans, short last prompt
-chunks) replay a captured CUDA graph when the runner has them (`cuda_graphs.py`). Owns the device tensors of a step; never decides what runs or what
-is sampled.
+chunks) replay a captured CUDA graph when the runner has them (`cuda_graphs.py`). Owns
+the device tensors of a step; never decides what runs or what is sampled.
 """
 
 from __future__ import annotations
