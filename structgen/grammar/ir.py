@@ -389,6 +389,22 @@ def join(items: Sequence[Node], separator: Node) -> Node:
 # ---------------------------------------------------------------- accounting
 
 
+def reaching(finals: Iterable[int], edges: Iterable[tuple[int, int]]) -> set[int]:
+    """The states of a graph (edges as (from, to) pairs) that can reach one of `finals`,
+    the finals included: what a Graph keeps when it is trimmed."""
+    back: dict[int, list[int]] = {}
+    for a, b in edges:
+        back.setdefault(b, []).append(a)
+    live = set(finals)
+    todo = list(live)
+    while todo:
+        for a in back.get(todo.pop(), ()):
+            if a not in live:
+                live.add(a)
+                todo.append(a)
+    return live
+
+
 def expanded_size(node: Node, limit: int | None = None) -> int:
     """Number of NFA positions the tree expands to, counting repeats as copies.
 

@@ -886,17 +886,7 @@ class _CharNFA:
         merged: dict[tuple[int, int], list] = {}
         for a, b, cs in raw_edges:
             merged.setdefault((a, b), []).append(cs)
-        rev: dict[int, list[int]] = {}
-        for a, b in merged:
-            rev.setdefault(b, []).append(a)
-        live = set(finals)
-        stack = list(finals)
-        while stack:
-            b = stack.pop()
-            for a in rev.get(b, ()):
-                if a not in live:
-                    live.add(a)
-                    stack.append(a)
+        live = ir.reaching(finals, merged)
         if 0 not in live:
             return ir.NOTHING
         labels: dict = {}
@@ -915,27 +905,8 @@ class _CharNFA:
 def _graph(n: int, start: int, finals: Iterable[int], edges: list[tuple[int, int, ir.Node | None]]) -> ir.Node:
     """An ir.Graph with states that cannot reach a final (or be reached) removed."""
     edges = [e for e in edges if e[2] is None or not ir.is_nothing(e[2])]
-    fwd: dict[int, list[int]] = {}
-    rev: dict[int, list[int]] = {}
-    for a, b, _ in edges:
-        fwd.setdefault(a, []).append(b)
-        rev.setdefault(b, []).append(a)
-    reach = {start}
-    stack = [start]
-    while stack:
-        a = stack.pop()
-        for b in fwd.get(a, ()):
-            if b not in reach:
-                reach.add(b)
-                stack.append(b)
-    live = {f for f in finals if f in reach}
-    stack = list(live)
-    while stack:
-        b = stack.pop()
-        for a in rev.get(b, ()):
-            if a in reach and a not in live:
-                live.add(a)
-                stack.append(a)
+    reach = ir.reaching([start], [(b, a) for a, b, _ in edges])  # reversed edges: reachable from start
+    live = ir.reaching([f for f in finals if f in reach], [(a, b) for a, b, _ in edges if a in reach])
     if start not in live:
         return ir.NOTHING
     ids = {s: k for k, s in enumerate(sorted(live))}

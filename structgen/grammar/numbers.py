@@ -782,16 +782,7 @@ def _decimal_final(state: tuple, places: int, modulus: int) -> bool:
 
 def _pruned_graph(n: int, finals: list[int], edges: dict[tuple[int, int], list]) -> ir.Node:
     """An ir.Graph from state 0 over byte edges, keeping the states that reach a final."""
-    back: dict[int, list[int]] = {}
-    for a, b in edges:
-        back.setdefault(b, []).append(a)
-    live = set(finals)
-    todo = list(finals)
-    while todo:
-        for a in back.get(todo.pop(), ()):
-            if a not in live:
-                live.add(a)
-                todo.append(a)
+    live = ir.reaching(finals, edges)
     if 0 not in live:
         return ir.NOTHING
     kept = [(a, b, ir.byteset(ranges)) for (a, b), ranges in edges.items() if a in live and b in live]
