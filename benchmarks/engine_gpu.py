@@ -14,6 +14,8 @@
               median decode step time, over the measured bandwidth. Target >= 0.6 with
               CUDA graphs. Given for the engine's whole step (scheduling, sampling and
               host work included) and for the graph replay alone.
+  host        at batch 1 with graphs: where a decode step's host time goes (cProfile of
+              one more run, the top functions by own time; `tolist` waits for the GPU).
   baseline    transformers `generate` on the same shape (bf16, random weights, its
               default attention) at batch 1 and --hf-batch, same prompt and output
               lengths: the ratio of output tokens/s, measured in the same process.
@@ -27,9 +29,11 @@ Prints a markdown table; writes benchmarks/results/engine_gpu.json (--out).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import json
 import platform
+import pstats
 import statistics
 import subprocess
 import sys
@@ -114,6 +118,22 @@ def graph_replay_time(engine: Engine, batch: int, repeats: int = 50) -> float | 
     return start.elapsed_time(end) / 1000 / repeats
 
 
+def host_profile(engine: Engine, prompts, output_len: int, top: int = 25) -> list[str]:
+    """The top functions by own time over one profiled run (a few lines per function)."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_batch(engine, prompts, output_len)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    steps = max(output_len, 1)
+    rows = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:top]  # by own time
+    lines = [f"{own / steps * 1e6:8.1f} us/step own {total / steps * 1e6:8.1f} cumulative  "
+             f"{calls / steps:5.1f} calls/step  {Path(file).name}:{line} {name}"
+             for (file, line, name), (_, calls, own, total, _) in rows]
+    print("  host profile, batch 1 (per decode step):", *lines, sep="\n    ", flush=True)
+    return lines
+
+
 def weight_bytes_per_step(engine: Engine) -> int:
     """Bytes of weights a decode step reads: all but the embedding table (one row each)."""
     model = engine.model
@@ -141,6 +161,8 @@ def engine_throughput(batches, args, graphs: bool) -> tuple[dict, dict]:
             "decode_step_s": [r["decode_step_s"] for r in runs],
             "graph_replay_s": graph_replay_time(engine, batch) if graphs else None,
         }
+        if graphs and batch == 1:
+            results[batch]["host_profile"] = host_profile(engine, prompts, args.output_len)
         print(f"  batch {batch:>3}, graphs {graphs}: {statistics.median(results[batch]['output_tok_s']):8.1f} "
               f"output tok/s, decode step {1000 * statistics.median(results[batch]['decode_step_s']):.2f} ms",
               flush=True)

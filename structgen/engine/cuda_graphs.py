@@ -59,18 +59,22 @@ class DecodeGraphs:
         n = max_batch_size
         max_tokens = n + SPAN_EXTRA_TOKENS[-1]
 
-        def buffer(*shape, dtype=torch.int64):
-            return torch.zeros(shape, dtype=dtype, device=device)
-
-        self.input_ids = buffer(max_tokens)
-        self.positions = buffer(max_tokens)
-        self.slot_mapping = buffer(max_tokens)
-        self.seq_lens = buffer(n, dtype=torch.int32)
+        # Every per-step input is a view of one device buffer, mirrored in pinned host
+        # memory: a step writes the mirror and sends it over in one copy (separate small
+        # copies from pageable memory cost ~10 us of host time each).
+        self.inputs = _StagedInputs(device, [
+            ("input_ids", torch.int64, (max_tokens,)),
+            ("positions", torch.int64, (max_tokens,)),
+            ("slot_mapping", torch.int64, (max_tokens,)),
+            ("logits_index", torch.int64, (n,)),  # span steps: each sequence's last token
+            ("seq_lens", torch.int32, (n,)),
+            ("span_query_start", torch.int32, (n + 1,)),
+            ("block_tables", torch.int32, (n, max_blocks_per_seq)),  # last: rows 0..size-1 lead
+        ])
+        for name, tensor in self.inputs.device.items():  # self.input_ids, ...: the device views
+            setattr(self, name, tensor)
         self.query_start = torch.arange(n + 1, dtype=torch.int32, device=device)  # decode: one token each
-        self.span_query_start = buffer(n + 1, dtype=torch.int32)
-        self.logits_index = buffer(n)  # span steps: each sequence's last token
-        self.block_tables = buffer(n, max_blocks_per_seq, dtype=torch.int32)
-        self.logits = buffer(n, model.config.vocab_size, dtype=torch.float32)
+        self.logits = torch.zeros((n, model.config.vocab_size), dtype=torch.float32, device=device)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}  # decode graphs by batch size
         self.span_graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # by (batch size, extra tokens)
         self.num_steps = 0  # steps run through the static buffers
@@ -115,22 +119,19 @@ class DecodeGraphs:
     def _load(self, batch, size: int, extra: int) -> None:
         """Copy the batch into the static buffers: rows n..size become padding sequences
         and tokens after the batch's own, up to size + extra, padding tokens."""
-        n, tokens = len(batch.seq_lens), size + extra
-        pad_rows, pad_tokens = size - n, tokens - len(batch.input_ids)
-        slots = np.concatenate([batch.slot_mapping, np.full(pad_tokens, -1, dtype=np.int64)])
-        lens = np.asarray(batch.seq_lens + [0] * pad_rows, dtype=np.int32)
-        _copy(self.input_ids[:tokens], np.concatenate([batch.input_ids, np.zeros(pad_tokens, dtype=np.int64)]))
-        _copy(self.positions[:tokens], np.concatenate([batch.positions, np.zeros(pad_tokens, dtype=np.int64)]))
-        _copy(self.slot_mapping[:tokens], slots)
-        _copy(self.seq_lens[:size], lens)
+        n, real, tokens = len(batch.seq_lens), len(batch.input_ids), size + extra
+        host = self.inputs.writable()
+        _fill(host["input_ids"], batch.input_ids, tokens, 0)
+        _fill(host["positions"], batch.positions, tokens, 0)
+        _fill(host["slot_mapping"], batch.slot_mapping, tokens, -1)
+        _fill(host["seq_lens"], batch.seq_lens, size, 0)
         if extra:  # padding sequences start and end after the last real token: no query rows
-            real_end = int(batch.query_start[-1])
-            starts = np.concatenate([batch.query_start, np.full(pad_rows, real_end)]).astype(np.int32)
-            _copy(self.span_query_start[: size + 1], starts)
-            _copy(self.logits_index[:size], np.concatenate([batch.logits_indices, np.zeros(pad_rows, np.int64)]))
-        # Table entries past a row's length are never read (masked by its context length).
-        width = batch.block_tables.shape[1]
-        _copy(self.block_tables[:n, :width], batch.block_tables)
+            _fill(host["span_query_start"], batch.query_start, size + 1, batch.query_start[-1])
+            _fill(host["logits_index"], batch.logits_indices, size, 0)
+        # Table entries past a row's length are never read (masked by its context length),
+        # nor are padding rows' tables.
+        host["block_tables"][:n, : batch.block_tables.shape[1]] = batch.block_tables
+        self.inputs.send(rows_of_last=size)
 
     def _forward(self, size: int, extra: int) -> None:
         """What a graph of batch `size` (and `extra` tokens) records: the model over the
@@ -178,5 +179,49 @@ class DecodeGraphs:
         torch.cuda.synchronize()
 
 
-def _copy(destination: torch.Tensor, source: np.ndarray) -> None:
-    destination.copy_(torch.from_numpy(source), non_blocking=True)
+_NUMPY_DTYPES = {torch.int64: np.int64, torch.int32: np.int32}
+
+
+def _fill(destination: np.ndarray, values, length: int, padding) -> None:
+    """destination[:length] = values, then padding."""
+    count = len(values)
+    destination[:count] = values
+    destination[count:length] = padding
+
+
+class _StagedInputs:
+    """Named tensors packed into one device byte buffer, with a host mirror (pinned when
+    the device is a GPU) of the same layout as numpy arrays. The last tensor's leading
+    rows are sent with everything before it as one prefix of the buffer."""
+
+    def __init__(self, device: torch.device, fields: list[tuple[str, torch.dtype, tuple[int, ...]]]):
+        offsets, end = [], 0
+        for _, dtype, shape in fields:
+            offsets.append(end)
+            end += -(-(dtype.itemsize * int(np.prod(shape))) // 8) * 8  # keep every field 8-aligned
+        on_gpu = device.type == "cuda"
+        self._device_bytes = torch.zeros(end, dtype=torch.uint8, device=device)
+        self._host_bytes = torch.zeros(end, dtype=torch.uint8, pin_memory=on_gpu)
+        host_array = self._host_bytes.numpy()
+        self.device: dict[str, torch.Tensor] = {}
+        self.host: dict[str, np.ndarray] = {}
+        for (name, dtype, shape), start in zip(fields, offsets):
+            size = dtype.itemsize * int(np.prod(shape))
+            self.device[name] = self._device_bytes[start : start + size].view(dtype).view(shape)
+            self.host[name] = host_array[start : start + size].view(_NUMPY_DTYPES[dtype]).reshape(shape)
+        self._last_start, (_, last_dtype, last_shape) = offsets[-1], fields[-1]
+        self._last_row_bytes = last_dtype.itemsize * int(np.prod(last_shape[1:]))
+        self._sent = torch.cuda.Event() if on_gpu else None
+
+    def writable(self) -> dict[str, np.ndarray]:
+        """The host arrays, once the previous send has finished reading them."""
+        if self._sent is not None:
+            self._sent.synchronize()
+        return self.host
+
+    def send(self, rows_of_last: int) -> None:
+        """Copy every field but the last, and the last's first `rows_of_last` rows."""
+        end = self._last_start + rows_of_last * self._last_row_bytes
+        self._device_bytes[:end].copy_(self._host_bytes[:end], non_blocking=True)
+        if self._sent is not None:
+            self._sent.record()

@@ -18,6 +18,15 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+# A backend is the whole set of a layer's kernels: the element-wise ops travel with it.
+from structgen.engine.kernels.elementwise_torch import (  # noqa: F401
+    add_rms_norm,
+    rms_norm,
+    rope_tables,
+    rotate,
+    silu_mul,
+)
+
 
 @dataclass
 class AttentionMetadata:

@@ -22,6 +22,15 @@ import torch
 
 from structgen.engine.kernels.attention_torch import AttentionMetadata
 
+# A backend is the whole set of a layer's kernels: the element-wise ops travel with it.
+from structgen.engine.kernels.elementwise_triton import (  # noqa: F401
+    add_rms_norm,
+    rms_norm,
+    rope_tables,
+    rotate,
+    silu_mul,
+)
+
 try:
     import triton
     import triton.language as tl

@@ -2,9 +2,9 @@
 
 One module covers Llama 2/3, SmolLM/SmolLM2 (tied embeddings), Mistral, Qwen2 (q/k/v
 bias) and Qwen3 (per-head q/k RMSNorm); `ModelConfig` says which variant. The forward
-takes the step's new tokens of every sequence concatenated (no padding) and an
-attention backend (`kernels.attention_torch` or `kernels.attention_triton`) that owns
-the cache layout. Q/K/V and gate/up projections are stored fused, one matmul each.
+takes the step's new tokens of every sequence concatenated (no padding) and a kernel
+backend (`kernels.attention_torch` or `kernels.attention_triton`) that owns the cache
+layout and runs attention and the element-wise ops (norms, RoPE, activation). Q/K/V and gate/up projections are stored fused, one matmul each.
 Weights are loaded by `loader.py`; this module owns only parameters and math.
 """
 
@@ -19,15 +19,6 @@ from torch import nn
 
 from structgen.engine.kernels.attention_torch import AttentionMetadata
 from structgen.engine.models.config import ModelConfig
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm computed in float32, as the reference implementations do."""
-    if x.dtype == torch.float32 and weight.dtype == torch.float32:
-        return F.rms_norm(x, weight.shape, weight, eps)  # one fused op
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.square().mean(-1, keepdim=True) + eps)
-    return weight * x32.to(x.dtype)
 
 
 def rope_inverse_frequencies(config: ModelConfig) -> torch.Tensor:
@@ -52,7 +43,8 @@ def rope_inverse_frequencies(config: ModelConfig) -> torch.Tensor:
 
 
 class Rotary(nn.Module):
-    """cos/sin tables for every position up to max_positions (rotate-half layout)."""
+    """Float32 cos/sin tables for every position up to max_positions (rotate-half
+    layout: both halves of a row are equal); the backend's `rope_tables` reads them."""
 
     def __init__(self, config: ModelConfig, max_positions: int):
         super().__init__()
@@ -61,20 +53,6 @@ class Rotary(nn.Module):
         angles = torch.cat([angles, angles], dim=-1)
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
-
-    def tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and signed sin [T, 1, head_dim] for the step's positions (looked up once per
-        step). The sin table's first half is negated so that rotating half of a vector
-        is one `roll` (see apply_rotary)."""
-        half = self.sin.shape[-1] // 2
-        sin = self.sin[positions]
-        sin = torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
-        return self.cos[positions].unsqueeze(1).to(dtype), sin.unsqueeze(1).to(dtype)
-
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
-    """Rotate-half RoPE: x*cos + [-x2, x1]*sin, written as x*cos + roll(x)*signed_sin."""
-    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), signed_sin)
 
 
 class Attention(nn.Module):
@@ -97,13 +75,13 @@ class Attention(nn.Module):
         heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
         if self.q_norm is None:
             # q and k sit side by side in qkv: rotate them as one [T, heads + kv_heads, dim] view.
-            qk = apply_rotary(qkv[:, : self.q_size + self.kv_size].view(tokens, heads + kv_heads, dim), *rope)
+            qk = backend.rotate(qkv[:, : self.q_size + self.kv_size].view(tokens, heads + kv_heads, dim), rope)
             q, k = qk[:, :heads], qk[:, heads:]
         else:
-            q = rms_norm(qkv[:, : self.q_size].view(tokens, heads, dim), self.q_norm, self.eps)
-            k = rms_norm(qkv[:, self.q_size : self.q_size + self.kv_size].view(tokens, kv_heads, dim),
-                         self.k_norm, self.eps)
-            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+            q = backend.rms_norm(qkv[:, : self.q_size].view(tokens, heads, dim), self.q_norm, self.eps)
+            k = backend.rms_norm(qkv[:, self.q_size : self.q_size + self.kv_size].view(tokens, kv_heads, dim),
+                                 self.k_norm, self.eps)
+            q, k = backend.rotate(q, rope), backend.rotate(k, rope)
         v = qkv[:, self.q_size + self.kv_size :].view(tokens, kv_heads, dim)
         k_cache, v_cache = kv_cache
         backend.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
@@ -118,9 +96,9 @@ class MLP(nn.Module):
         self.gate_up = nn.Linear(config.hidden_size, 2 * self.intermediate, bias=config.mlp_bias)
         self.down = nn.Linear(self.intermediate, config.hidden_size, bias=config.mlp_bias)
 
-    def forward(self, x):
-        gate, up = F.linear(x, self.gate_up.weight, self.gate_up.bias).split(self.intermediate, dim=-1)
-        return F.linear(F.silu(gate) * up, self.down.weight, self.down.bias)
+    def forward(self, x, backend: ModuleType):
+        gate_up = F.linear(x, self.gate_up.weight, self.gate_up.bias)
+        return F.linear(backend.silu_mul(gate_up), self.down.weight, self.down.bias)
 
 
 class DecoderLayer(nn.Module):
@@ -132,11 +110,19 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(config)
         self.eps = config.rms_norm_eps
 
-    def forward(self, x, rope, kv_cache, meta, backend):
+    def forward(self, x, residual, rope, kv_cache, meta, backend):
+        """(this layer's output, the residual stream before it): the skip connections are
+        added by the next norm (`add_rms_norm`), so that the add and the norm are one kernel
+        on GPU. `x` is the previous layer's output, or the embeddings with residual None."""
+        if residual is None:
+            residual, h = x, backend.rms_norm(x, self.input_norm, self.eps)
+        else:
+            residual, h = backend.add_rms_norm(residual, x, self.input_norm, self.eps)
         # .forward directly: nn.Module.__call__'s hook handling costs more than the small
         # ops of a decode step.
-        x = x + self.attn.forward(rms_norm(x, self.input_norm, self.eps), rope, kv_cache, meta, backend)
-        return x + self.mlp.forward(rms_norm(x, self.post_attn_norm, self.eps))
+        attended = self.attn.forward(h, rope, kv_cache, meta, backend)
+        residual, h = backend.add_rms_norm(residual, attended, self.post_attn_norm, self.eps)
+        return self.mlp.forward(h, backend), residual
 
 
 class LlamaForCausalLM(nn.Module):
@@ -162,11 +148,13 @@ class LlamaForCausalLM(nn.Module):
         backend: ModuleType,
     ) -> torch.Tensor:
         """Hidden states [T, hidden] after the final norm; K/V of the new tokens are cached."""
-        x = self.embed(input_ids)
-        rope = self.rotary.tables(positions, x.dtype)
+        x, residual = self.embed(input_ids), None
+        rope = backend.rope_tables(self.rotary.cos, self.rotary.sin, positions, x.dtype)
         for layer, kv_cache in zip(self.layers, kv_caches):
-            x = layer.forward(x, rope, kv_cache, meta, backend)
-        return rms_norm(x, self.norm, self.config.rms_norm_eps)
+            x, residual = layer.forward(x, residual, rope, kv_cache, meta, backend)
+        if residual is None:  # no layers
+            return backend.rms_norm(x, self.norm, self.config.rms_norm_eps)
+        return backend.add_rms_norm(residual, x, self.norm, self.config.rms_norm_eps)[1]
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits [N, vocab] for the given hidden states."""
