@@ -298,3 +298,22 @@ def test_one_token_steps_flatten_like_any_step():
             assert a.dtype == b.dtype and np.array_equal(a, b), (trial, name)
         assert (fast.seq_lens, fast.query_lens, fast.num_decodes) == (general.seq_lens, general.query_lens,
                                                                      general.num_decodes)
+
+
+def test_staged_graph_inputs_send_one_prefix():
+    """The CUDA graphs' input buffers (cuda_graphs._StagedInputs): each named view reads
+    what its host mirror held, aligned; a send copies everything before the last field
+    and only the requested leading rows of it."""
+    from structgen.engine.cuda_graphs import _StagedInputs
+
+    staged = _StagedInputs(torch.device("cpu"), [
+        ("ids", torch.int64, (5,)), ("lens", torch.int32, (3,)), ("tables", torch.int32, (4, 3))])
+    host = staged.writable()
+    host["ids"][:] = [1, 2, 3, 4, 5]
+    host["lens"][:] = [7, 8, 9]
+    host["tables"][:] = np.arange(12).reshape(4, 3)
+    staged.send(rows_of_last=2)
+    assert staged.device["ids"].tolist() == [1, 2, 3, 4, 5]
+    assert staged.device["lens"].dtype == torch.int32 and staged.device["lens"].tolist() == [7, 8, 9]
+    assert staged.device["tables"].tolist() == [[0, 1, 2], [3, 4, 5], [0, 0, 0], [0, 0, 0]]
+    assert all(t.data_ptr() % 8 == 0 for t in staged.device.values())

@@ -2,8 +2,9 @@
 
 At batch 1 a decode step is hundreds of small kernel launches whose CPU cost exceeds
 the GPU's work; replaying a captured graph issues them all at once. A graph reads its
-inputs from fixed device buffers, so a step copies its host arrays into those buffers
-(padded up to the next captured batch size) and replays. Padding rows carry slot -1
+inputs from fixed device buffers, so a step writes its host arrays (padded up to the
+next captured batch size) into a pinned mirror of those buffers, sends it in one copy,
+and replays. Padding rows carry slot -1
 (the KV write skips them) and context length 0 (attention reads nothing for them), so
 they never touch the cache. The graph ends by writing float32 logits into one static
 buffer shared by every bucket.
