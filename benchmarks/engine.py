@@ -207,8 +207,12 @@ def main(argv=None) -> int:
     parser.add_argument("--sequential-runs", type=int, default=1,
                         help="runs of the slow one-by-one transformers baseline (0 skips it)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads for both engines (0: torch's default, one per core)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     scenarios = args.scenarios.split(",")
     rng = random.Random(args.seed)
 
