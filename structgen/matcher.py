@@ -42,6 +42,7 @@ class CompiledGrammar:
         self.stats = dict(stats or {})
         self._trie = token_trie(vocab)
         self._tables: dict[int, StateTokens] = {}
+        self._siblings: dict[int, list[int]] = {}  # near candidates, see tokens.near_state
         self._lock = threading.Lock()
         eos = sorted(vocab.eos_token_ids)
         self._eos = frozenset(eos)
@@ -79,7 +80,7 @@ class CompiledGrammar:
         table = self._tables.get(sid)
         if table is None:
             near = (lambda t: self._table(t, depth + 1)) if depth < NEAR_DEPTH else None
-            table = state_tokens(self.dfa, self._trie, sid, near)
+            table = state_tokens(self.dfa, self._trie, sid, near, self._siblings)
             self._tables[sid] = table
         return table
 

@@ -339,21 +339,31 @@ def test_counted_run_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeni
 def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer, monkeypatch):
     """Inside a key of an object that allows undeclared properties, the state after a
     prefix of a declared name differs from the free rest of the key on a few bytes only:
-    its mask is copied from that state's and patched (tokens.near_state). Every visited
-    state's mask must still equal the oracle, and the shortcut must have been taken."""
+    its mask is copied from that state's and patched (tokens.near_state), and so is the
+    start of a key from the start of the previous one (a sibling). Every visited state's
+    mask must still equal the oracle, and both shortcuts must have been taken."""
     import json
 
     from structgen.automata import tokens as tk
 
-    used = []
-    real = tk._near_tokens
+    used, from_sibling = [], []
+    real, real_near = tk._near_tokens, tk.near_state
     monkeypatch.setattr(tk, "_near_tokens", lambda *a: used.append(a[2]) or real(*a))
+
+    def near_state(dfa, sid, dominant, siblings=()):
+        got = real_near(dfa, sid, dominant, siblings)
+        if got is not None and got[0] != dominant[0]:
+            from_sibling.append(sid)
+        return got
+
+    monkeypatch.setattr(tk, "near_state", near_state)
     schema = {
         "type": "object",
-        "properties": {"name": {"type": "string"}, "nickname": {"type": "string"}, "age": {"type": "integer"}},
+        "properties": {"name": {"type": "string"}, "nickname": {"type": "string"}, "age": {"type": "integer"},
+                       **{f"{letter}key": {"type": "null"} for letter in "bcdefghijklmopq"}},
     }
-    texts = [json.dumps({"name": "x", "nickname": "y", "age": 1, "nam": 2, "nick": [3], "agent": None}),
-             json.dumps({"age": 2, "n\u00e9": "z", "naME": {"name": 1}})]
+    texts = [json.dumps({"name": "x", "nickname": "y", "age": 1, "bkey": None, "ckey": None, "nam": 2, "nick": [3]}),
+             json.dumps({"age": 2, "dkey": None, "ekey": None, "n\u00e9": "z", "naME": {"name": 1}})]
     structgen.clear_cache()
     grammar = structgen.compile_json_schema(schema, smollm2_vocab)
     visited = [sid for text in texts for sid in walk_text(grammar, text)]
@@ -362,6 +372,8 @@ def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeniz
         assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
         assert grammar.tokens_of(sid).num_allowed == len(got)
     assert len(used) >= 5, used
+    # the start of a key after each property of many: near the start after the previous one
+    assert from_sibling, "no state started from a sibling's mask"
     # tokens accepted through a copied mask advance to the right state
     for text in texts:
         m = grammar.matcher()
@@ -370,6 +382,33 @@ def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeniz
         assert m.is_accepting()
 
 
+def test_key_prefix_rows_equal_the_rows_of_their_moves(smollm2_vocab):
+    """A state inside the name of an undeclared property gets its row as a copy of the
+    row its Stepper shares with every prefix, patched (LazyDFA._expand_parts). Each such
+    row must be the one the generic path builds from the items' moves."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "nickname": {"type": "integer"}, "n/a": {"type": "boolean"},
+                       "a\\b": {"type": "null"}, "nam": {"type": "string", "maxLength": 2}},
+    }
+    texts = [json.dumps({"name": "x", "nickname": 1, "n/a": True, "nam": "", "na": 2, "naME": {"name": 1}}),
+             json.dumps({"a\\b": None, "nam": "z", "\u00e9": [], "nick": "q", "a\\": 0}, ensure_ascii=True)]
+    structgen.clear_cache()
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+    for text in texts:
+        for sid in walk_text(grammar, text):
+            grammar.tokens_of(sid)  # the walk expands the rows of every prefix a token reaches
+    dfa, checked = grammar.dfa, 0
+    for sid in range(dfa.num_states):
+        if not dfa.expanded[sid] or dfa.nfa.row_parts(dfa._sets[sid]) is None:
+            continue
+        expected = np.full(256, -1, dtype=np.int32)
+        for lo, hi, target in dfa.nfa.successors(dfa._sets[sid]):
+            expected[lo : hi + 1] = dfa.state_of(target)
+        assert (dfa.table[sid] == expected).all(), f"state {sid}"
+        assert (dfa.loops[sid] == np.packbits(expected == sid, bitorder="little").view("<u8")).all()
+        checked += 1
+    assert checked >= 30, checked
 
 LEXEME_SCHEMAS = [
     {"type": "object", "properties": {"name": {"type": "string"}, "nick": {"type": "string", "maxLength": 3}}},

@@ -4,7 +4,9 @@ Owns: subset construction on demand (a DFA state is a set of NFA states, built t
 first time something steps into it), the `[states, 256]` int32 table the token walker
 reads, per state the bytes that loop on it (a 256-bit set), accepting flags and forced
 byte spans. A state part-way through a literal gets its row together with those of the
-states after its next bytes (one exit each), so a walk does not stop at every byte.
+states after its next bytes (one exit each), so a walk does not stop at every byte. A
+state inside the name of an undeclared property copies the row that every prefix of
+the declared names shares and patches the few bytes where it differs.
 Thread-safe: one lock guards expansion; readers only look at rows already marked
 expanded.
 Must not know about tokens or the engine.
@@ -16,11 +18,10 @@ import threading
 
 import numpy as np
 
-from structgen.automata.nfa import ACCEPT, LazyNFA
+from structgen.automata.nfa import ACCEPT, LazyNFA, _union
 from structgen.errors import GrammarTooLargeError
 
 DEAD = -1  # no transition: the byte leaves the language
-UNEXPANDED = -2  # row not built yet (internal)
 LITERAL_CHAIN = 16  # rows built at once for the bytes ahead in a literal (a token's length)
 
 
@@ -31,12 +32,13 @@ class LazyDFA:
         self._sets: list[frozenset[int]] = []
         self._index: dict[frozenset[int], int] = {}
         self._lock = threading.RLock()
-        self.table = np.full((64, 256), UNEXPANDED, dtype=np.int32)
+        self.table = np.empty((64, 256), dtype=np.int32)  # a row is set when its state is expanded
         self.expanded = np.zeros(64, dtype=bool)
         self.loops = np.zeros((64, 4), dtype=np.uint64)  # bytes b with table[s, b] == s
         self.accepting = np.zeros(64, dtype=bool)
         self._forced: dict[int, bytes] = {}
         self._has_exits: dict[int, bool] = {}
+        self._base_rows: dict[int, tuple[list, np.ndarray]] = {}
         self.start = self._intern(nfa.start) if nfa.start else DEAD
 
     @property
@@ -58,15 +60,24 @@ class LazyDFA:
                 f"grammar automaton grew past {self.max_states:,} states while decoding"
             )
         if sid >= self.table.shape[0]:
-            grow = self.table.shape[0]
-            self.table = np.concatenate([self.table, np.full((grow, 256), UNEXPANDED, np.int32)])
-            self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
-            self.loops = np.concatenate([self.loops, np.zeros((grow, 4), np.uint64)])
-            self.accepting = np.concatenate([self.accepting, np.zeros(grow, bool)])
+            self._grow()
         self._sets.append(nfa_states)
         self._index[nfa_states] = sid
-        self.accepting[sid] = ACCEPT in nfa_states
+        if ACCEPT in nfa_states:  # most states are not: skip the numpy store (zeroed)
+            self.accepting[sid] = True
         return sid
+
+    def _grow(self) -> None:
+        """Double the per-state arrays. The new rows of the table are left unwritten:
+        a row is read only once `expanded` says it is built, and writing them here would
+        touch (fault in) every page of the new block at once."""
+        size = self.table.shape[0]
+        table = np.empty((2 * size, 256), dtype=np.int32)
+        table[:size] = self.table
+        self.table = table
+        self.expanded = np.concatenate([self.expanded, np.zeros(size, bool)])
+        self.loops = np.concatenate([self.loops, np.zeros((size, 4), np.uint64)])
+        self.accepting = np.concatenate([self.accepting, np.zeros(size, bool)])
 
     def expand(self, sid: int) -> None:
         """Build the table row of DFA state `sid` (idempotent)."""
@@ -81,6 +92,10 @@ class LazyDFA:
                 if chain:
                     self._expand_chain(sid, chain)
                     return
+            parts = self.nfa.row_parts(items)
+            if parts is not None:
+                self._expand_parts(sid, *parts)
+                return
             pieces = [(lo, hi, self._intern(target)) for lo, hi, target in self.nfa.successors(items)]
             row = self.table[sid]  # after interning, which may grow (replace) self.table
             row[:] = DEAD
@@ -94,6 +109,36 @@ class LazyDFA:
             if loops:
                 self.loops[sid] = np.packbits(row == sid, bitorder="little").view("<u8")
             self.expanded[sid] = True
+
+    def _expand_parts(self, sid: int, base: list, ranges: list, points: list) -> None:
+        """The row of a state inside the name of an undeclared property (`LazyNFA.row_parts`):
+        a copy of the row of the moves it shares with every other prefix, changed on the
+        few bytes where it differs. Building it from the moves would intern the same
+        dozen targets (one per kind of UTF-8 lead byte) again for every prefix."""
+        row = self._base_row(base).copy()
+        for lo, hi, target in ranges:
+            row[lo : hi + 1] = self._intern(target) if target else DEAD
+        at: dict[int, list[frozenset]] = {}
+        for byte, target in points:
+            at.setdefault(byte, []).append(target)
+        for byte, targets in at.items():
+            if row[byte] >= 0:
+                targets.append(self._sets[row[byte]])
+            row[byte] = self._intern(targets[0] if len(targets) == 1 else _union(targets))
+        self.table[sid] = row  # after interning, which may grow (replace) self.table
+        if (row == sid).any():
+            self.loops[sid] = np.packbits(row == sid, bitorder="little").view("<u8")
+        self.expanded[sid] = True
+
+    def _base_row(self, base: list) -> np.ndarray:
+        """The row of a shared moves list, interned once (keyed by the list, kept alive)."""
+        got = self._base_rows.get(id(base))
+        if got is None:
+            row = np.full(256, DEAD, dtype=np.int32)
+            for lo, hi, target in base:
+                row[lo : hi + 1] = self._intern(target)
+            got = self._base_rows[id(base)] = (base, row)
+        return got[1]
 
     def _expand_chain(self, sid: int, chain: list[tuple[int, frozenset]]) -> None:
         """Rows of a state part-way through a literal and of the states after its next

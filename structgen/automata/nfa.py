@@ -390,15 +390,18 @@ class LazyNFA:
                 out.append((lo, hi, target))
         return out
 
+    def _stepper_target(self, node: ir.Stepper, kind: int, arg, cont: int) -> frozenset:
+        """Where a GOTO or ENTER run of a Stepper's spec leads (empty: nowhere)."""
+        if kind == ir.Stepper.GOTO:
+            inside = frozenset([(node, arg, cont)])
+            return inside.union(self._resumed(cont)) if node.final(arg) else inside
+        return self.closure(arg, cont)
+
     def _stepper_moves(self, node: ir.Stepper, pos, cont: int) -> list:
         out = []
         for lo, hi, kind, arg in node.spec(pos):
-            if kind == ir.Stepper.GOTO:
-                inside = frozenset([(node, arg, cont)])
-                target = inside.union(self._resumed(cont)) if node.final(arg) else inside
-                out.append((lo, hi, target))
-            elif kind == ir.Stepper.ENTER:
-                target = self.closure(arg, cont)
+            if kind != ir.Stepper.STEP:
+                target = self._stepper_target(node, kind, arg, cont)
                 if target:
                     out.append((lo, hi, target))
             else:  # STEP: the bytes are read by `arg`'s start instead
@@ -453,6 +456,40 @@ class LazyNFA:
                     target = unions[key] = _union(targets)
             out.append((cuts[i], cuts[i + 1] - 1, target))
         return out
+
+    def row_parts(self, items: frozenset) -> tuple[list, list, list] | None:
+        """`successors(items)` as a shared base and its changes, or None.
+
+        For a Stepper item whose every unlisted byte STEPs into one node (the name of an
+        undeclared property at a prefix of the declared ones), alone or beside items
+        that each move on one byte (the next letter of each declared name): (base,
+        ranges, points). `base` is that node's start moves, one list per node and
+        continuation, so a DFA keeps its row once for every prefix; `ranges` are the
+        (lo, hi, target) runs that replace base on their bytes (empty target: dead);
+        `points` are (byte, target) pairs united with what the byte reaches otherwise."""
+        stepper = next((item for item in items if item is not ACCEPT and isinstance(item[0], ir.Stepper)), None)
+        if stepper is None:
+            return None
+        points = []
+        for item in items:
+            if item is ACCEPT or item is stepper:
+                continue
+            moves = self.moves(item)
+            if len(moves) != 1 or moves[0][0] != moves[0][1]:
+                return None
+            points.append((moves[0][0], moves[0][2]))
+        node, pos, cont = stepper
+        spec = node.spec(pos)
+        steps = {arg for _, _, kind, arg in spec if kind == ir.Stepper.STEP}
+        if len(steps) != 1 or sum(hi - lo + 1 for lo, hi, _, _ in spec) != 256:
+            return None  # a byte in no run, or STEPs into several nodes: the general path
+        base = self._start_moves(steps.pop(), cont)[0]
+        ranges = [
+            (lo, hi, self._stepper_target(node, kind, arg, cont))
+            for lo, hi, kind, arg in spec
+            if kind != ir.Stepper.STEP
+        ]
+        return base, ranges, points
 
     def literal_chain(self, item, limit: int) -> list[tuple[int, frozenset]]:
         """For an item inside a byte string: (byte, items after it) for its next bytes,

@@ -297,14 +297,16 @@ def _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start
             blocked_states[n_blocked] = state
             n_blocked += 1
             continue
-        looping = True
-        for w in range(4):
-            if below[node, w] & ~loops[state, w]:
-                looping = False
-                break
-        if looping:  # every token below stays in `state`
-            count += _allow(words, token_ids, token_start[node + 1], token_start[subtree_end[node]])
-            continue
+        # Most states loop on no byte: skip the subtree test (a cache miss on `below`).
+        if loops[state, 0] | loops[state, 1] | loops[state, 2] | loops[state, 3]:
+            looping = True
+            for w in range(4):
+                if below[node, w] & ~loops[state, w]:
+                    looping = False
+                    break
+            if looping:  # every token below stays in `state`
+                count += _allow(words, token_ids, token_start[node + 1], token_start[subtree_end[node]])
+                continue
         for e in range(edge_start[node], edge_start[node + 1]):
             nxt = table[state, edge_byte[e]]
             if nxt < 0:
@@ -335,6 +337,7 @@ class StateTokens:
 # A state whose row differs from another's on at most this many bytes starts from that
 # state's mask (see `near_state`).
 NEAR_MAX_BYTES = 12
+SIBLINGS_KEPT = 4  # states remembered per dominant target as near candidates (`near_state`)
 
 
 def dominant_target(dfa: LazyDFA, sid: int) -> tuple[int, int] | None:
@@ -381,24 +384,29 @@ def _dominant(row):
     return values[best], counts[best], live
 
 
-def near_state(dfa: LazyDFA, sid: int, dominant: tuple[int, int] | None) -> tuple[int, np.ndarray] | None:
+def near_state(dfa: LazyDFA, sid: int, dominant: tuple[int, int] | None, siblings=()) -> tuple[int, np.ndarray] | None:
     """(t, bytes) where state t's row equals `sid`'s except on those few bytes, or None.
 
-    t is the state most of `sid`'s bytes lead to (`dominant`). Inside a key of an object
-    that allows undeclared properties, the state after the prefix "na" of a declared
-    "name" sends every byte but "m" to the free rest of the key, and so does that free
-    state itself: a token not starting with "m" does the same from both states. Such
-    prefix states are most of the costly first visits of MaskBench's schemas."""
+    t is the state most of `sid`'s bytes lead to (`dominant`), or one of `siblings`:
+    states already computed that lead most bytes to the same state. Inside a key of an
+    object that allows undeclared properties, the state after the prefix "na" of a
+    declared "name" sends every byte but "m" to the free rest of the key, and so does
+    that free state itself: a token not starting with "m" does the same from both
+    states. Such prefix states are most of the costly first visits of MaskBench's
+    schemas. The start of a key differs from the free rest on the first letter of every
+    declared name still to come, but from the start of the previous key (a sibling) on
+    the first letter of the property just written only. Of the candidates, the one
+    that differs on the fewest bytes is taken."""
     if dominant is None:
         return None
     t = dominant[0]
     if t == sid:
         return None  # it loops on most bytes: its LoopSlice is the shortcut
     dfa.expand(t)  # may grow (replace) the table: index it afresh
-    differ = np.flatnonzero(dfa.table[t] != dfa.table[sid])
-    if differ.size > NEAR_MAX_BYTES:
-        return None
-    return t, differ
+    row, candidates = dfa.table[sid], [t, *siblings]
+    best = candidates[int(np.argmin((dfa.table[candidates] != row).sum(axis=1)))]
+    differ = np.flatnonzero(dfa.table[best] != row)
+    return (best, differ) if differ.size <= NEAR_MAX_BYTES else None
 
 
 # A counted run needs this many bytes leading on together (a JSON string's characters).
@@ -450,16 +458,31 @@ def _run(table, expanded, start, members, limit):
     return limit, state, _RUN_FULL
 
 
-def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None) -> StateTokens:
+def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblings: dict | None = None) -> StateTokens:
     """The tokens DFA state `sid` allows, expanding the DFA rows the walk needs.
     `tokens_of(t)`, when given, returns the (cached) StateTokens of another state: a
     state near one (`near_state`) copies that state's mask and walks only the first
-    bytes where the two differ."""
+    bytes where the two differ. `siblings` (kept by the caller, who caches every table
+    this returns) lists, per dominant target, the last states computed with it."""
     dfa.expand(sid)
     dominant = dominant_target(dfa, sid)
-    near = near_state(dfa, sid, dominant) if tokens_of is not None else None
+    kin = None
+    if siblings is not None and dominant is not None and dominant[0] != sid:
+        kin = siblings.setdefault(dominant[0], [])
+    near = near_state(dfa, sid, dominant, kin or ()) if tokens_of is not None else None
     if near is not None:
-        return _near_tokens(dfa, trie, sid, near, tokens_of)
+        table = _near_tokens(dfa, trie, sid, near, tokens_of)
+    else:
+        table = _walked_tokens(dfa, trie, sid, dominant)
+    if kin is not None:  # a candidate for the next state with this dominant target
+        kin.append(sid)
+        del kin[:-SIBLINGS_KEPT]
+    return table
+
+
+def _walked_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant) -> StateTokens:
+    """`sid`'s mask from a walk of the trie, or of the part a LoopSlice or a counted
+    run leaves to walk."""
     eos_words, eos_count = trie.eos_words, trie.eos_ids.size
     piece = trie.loop_slice(dfa.loops[sid]) if dfa.loops[sid].any() else None
     run = run_of(dfa, trie, sid, dominant) if piece is None else None

@@ -39,6 +39,7 @@ _HEX_DIGITS = ((0x30, 0x39), (0x41, 0x46), (0x61, 0x66))
 _ANY_HEX = ir.byteset(_HEX_DIGITS)
 _SHORT_ESCAPE_OF = {letter: cp for cp, letter in C.JSON_SHORT_ESCAPES.items()}  # letter byte -> code point
 _HIGH, _LOW = (0xD800, 0xDBFF), (0xDC00, 0xDFFF)
+_QUOTE_BACKSLASH = (0x22, 0x5C)  # the ASCII characters JSON_RAW leaves out, besides controls
 
 
 def _hex_value(b: int) -> int:
@@ -97,8 +98,8 @@ class StringExcept(ir.Stepper):
     def spec(self, pos) -> list[tuple[int, int, int, object]]:
         got = self._specs.get(pos)
         if got is None:
-            if isinstance(pos, int):  # the bytes not listed are read raw by _FIRST_THEN_TAIL
-                got = _runs(self._at_node(pos), fill=(ir.Stepper.STEP, _FIRST_THEN_TAIL))
+            if isinstance(pos, int):
+                got = self._at_node_runs(pos)
             elif pos[0] == "\\":
                 got = _runs(self._after_backslash(pos[1]))
             else:
@@ -106,9 +107,22 @@ class StringExcept(ir.Stepper):
             self._specs[pos] = got
         return got
 
-    def _at_node(self, t: int) -> dict[int, tuple]:
-        out = {cp: (ir.Stepper.GOTO, child) for cp, child in self._children[t].items() if C.contains(C.JSON_RAW, cp)}
-        out[0x5C] = (ir.Stepper.GOTO, ("\\", t))
+    def _at_node_runs(self, t: int) -> list[tuple[int, int, int, object]]:
+        """The spec at trie node t: each next letter that JSON writes raw goes on in the
+        trie, `\\` starts an escape, every other byte is read raw by _FIRST_THEN_TAIL.
+        Written out directly (not through `_runs`): every key prefix a token reaches
+        asks for it once."""
+        listed = [(cp, child) for cp, child in self._children[t].items() if cp >= 0x20 and cp not in _QUOTE_BACKSLASH]
+        listed.append((0x5C, ("\\", t)))
+        listed.sort(key=lambda pair: pair[0])
+        out, b = [], 0
+        for byte, arg in listed:  # names are ASCII: one byte per letter
+            if byte > b:
+                out.append((b, byte - 1, ir.Stepper.STEP, _FIRST_THEN_TAIL))
+            out.append((byte, byte, ir.Stepper.GOTO, arg))
+            b = byte + 1
+        if b < 256:
+            out.append((b, 255, ir.Stepper.STEP, _FIRST_THEN_TAIL))
         return out
 
     def _after_backslash(self, t: int) -> dict[int, tuple]:
