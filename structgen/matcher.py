@@ -42,7 +42,7 @@ class CompiledGrammar:
         self.stats = dict(stats or {})
         self._trie = token_trie(vocab)
         self._tables: dict[int, StateTokens] = {}
-        self._siblings: dict[int, list[int]] = {}  # near candidates, see tokens.near_state
+        self._siblings: dict[int, int] = {}  # near candidates, see tokens.near_state
         self._lock = threading.Lock()
         eos = sorted(vocab.eos_token_ids)
         self._eos = frozenset(eos)

@@ -350,8 +350,8 @@ def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeniz
     real, real_near = tk._near_tokens, tk.near_state
     monkeypatch.setattr(tk, "_near_tokens", lambda *a: used.append(a[2]) or real(*a))
 
-    def near_state(dfa, sid, dominant, siblings=()):
-        got = real_near(dfa, sid, dominant, siblings)
+    def near_state(dfa, sid, dominant, sibling=None):
+        got = real_near(dfa, sid, dominant, sibling)
         if got is not None and got[0] != dominant[0]:
             from_sibling.append(sid)
         return got

@@ -116,11 +116,16 @@ class LazyDFA:
         few bytes where it differs. Building it from the moves would intern the same
         dozen targets (one per kind of UTF-8 lead byte) again for every prefix."""
         row = self._base_row(base).copy()
-        for lo, hi, target in ranges:
-            row[lo : hi + 1] = self._intern(target) if target else DEAD
         at: dict[int, list[frozenset]] = {}
         for byte, target in points:
             at.setdefault(byte, []).append(target)
+        for lo, hi, target in ranges:
+            if lo == hi and lo in at:  # only ever reached united with the points there
+                if target:
+                    at[lo].append(target)
+                row[lo] = DEAD
+            else:
+                row[lo : hi + 1] = self._intern(target) if target else DEAD
         for byte, targets in at.items():
             if row[byte] >= 0:
                 targets.append(self._sets[row[byte]])

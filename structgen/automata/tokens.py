@@ -337,7 +337,6 @@ class StateTokens:
 # A state whose row differs from another's on at most this many bytes starts from that
 # state's mask (see `near_state`).
 NEAR_MAX_BYTES = 12
-SIBLINGS_KEPT = 4  # states remembered per dominant target as near candidates (`near_state`)
 
 
 def dominant_target(dfa: LazyDFA, sid: int) -> tuple[int, int] | None:
@@ -384,29 +383,29 @@ def _dominant(row):
     return values[best], counts[best], live
 
 
-def near_state(dfa: LazyDFA, sid: int, dominant: tuple[int, int] | None, siblings=()) -> tuple[int, np.ndarray] | None:
+def near_state(dfa: LazyDFA, sid: int, dominant: tuple[int, int] | None, sibling: int | None = None) -> tuple[int, np.ndarray] | None:
     """(t, bytes) where state t's row equals `sid`'s except on those few bytes, or None.
 
-    t is the state most of `sid`'s bytes lead to (`dominant`), or one of `siblings`:
-    states already computed that lead most bytes to the same state. Inside a key of an
-    object that allows undeclared properties, the state after the prefix "na" of a
-    declared "name" sends every byte but "m" to the free rest of the key, and so does
-    that free state itself: a token not starting with "m" does the same from both
-    states. Such prefix states are most of the costly first visits of MaskBench's
-    schemas. The start of a key differs from the free rest on the first letter of every
-    declared name still to come, but from the start of the previous key (a sibling) on
-    the first letter of the property just written only. Of the candidates, the one
-    that differs on the fewest bytes is taken."""
+    t is the state most of `sid`'s bytes lead to (`dominant`), or else `sibling`: the
+    last state computed that leads most bytes to the same state without being near it.
+    Inside a key of an object that allows undeclared properties, the state after the
+    prefix "na" of a declared "name" sends every byte but "m" to the free rest of the
+    key, and so does that free state itself: a token not starting with "m" does the
+    same from both states. Such prefix states are most of the costly first visits of
+    MaskBench's schemas. The start of a key differs from the free rest on the first
+    letter of every declared name still to come, but from the start of the previous key
+    (its sibling) on the first letter of the property just written only."""
     if dominant is None:
         return None
     t = dominant[0]
     if t == sid:
         return None  # it loops on most bytes: its LoopSlice is the shortcut
     dfa.expand(t)  # may grow (replace) the table: index it afresh
-    row, candidates = dfa.table[sid], [t, *siblings]
-    best = candidates[int(np.argmin((dfa.table[candidates] != row).sum(axis=1)))]
-    differ = np.flatnonzero(dfa.table[best] != row)
-    return (best, differ) if differ.size <= NEAR_MAX_BYTES else None
+    row = dfa.table[sid]
+    differ = np.flatnonzero(dfa.table[t] != row)
+    if differ.size > NEAR_MAX_BYTES and sibling is not None:
+        t, differ = sibling, np.flatnonzero(dfa.table[sibling] != row)
+    return (t, differ) if differ.size <= NEAR_MAX_BYTES else None
 
 
 # A counted run needs this many bytes leading on together (a JSON string's characters).
@@ -463,20 +462,19 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
     `tokens_of(t)`, when given, returns the (cached) StateTokens of another state: a
     state near one (`near_state`) copies that state's mask and walks only the first
     bytes where the two differ. `siblings` (kept by the caller, who caches every table
-    this returns) lists, per dominant target, the last states computed with it."""
+    this returns) maps a dominant target to the last state computed with it that was
+    not near it."""
     dfa.expand(sid)
     dominant = dominant_target(dfa, sid)
-    kin = None
-    if siblings is not None and dominant is not None and dominant[0] != sid:
-        kin = siblings.setdefault(dominant[0], [])
-    near = near_state(dfa, sid, dominant, kin or ()) if tokens_of is not None else None
+    key = dominant[0] if siblings is not None and dominant is not None and dominant[0] != sid else None
+    sibling = siblings.get(key) if key is not None else None
+    near = near_state(dfa, sid, dominant, sibling) if tokens_of is not None else None
     if near is not None:
         table = _near_tokens(dfa, trie, sid, near, tokens_of)
     else:
         table = _walked_tokens(dfa, trie, sid, dominant)
-    if kin is not None:  # a candidate for the next state with this dominant target
-        kin.append(sid)
-        del kin[:-SIBLINGS_KEPT]
+    if key is not None and (near is None or near[0] != key):  # not near its dominant target:
+        siblings[key] = sid  # the candidate for the next such state
     return table
 
 
