@@ -107,7 +107,7 @@ class LazyDFA:
                     row[lo : hi + 1] = nxt
                 loops = loops or nxt == sid
             if loops:
-                self.loops[sid] = np.packbits(row == sid, bitorder="little").view("<u8")
+                self._store_loops(sid)
             self.expanded[sid] = True
 
     def _expand_parts(self, sid: int, base: list, ranges: list, points: list) -> None:
@@ -132,7 +132,7 @@ class LazyDFA:
             row[byte] = self._intern(targets[0] if len(targets) == 1 else _union(targets))
         self.table[sid] = row  # after interning, which may grow (replace) self.table
         if (row == sid).any():
-            self.loops[sid] = np.packbits(row == sid, bitorder="little").view("<u8")
+            self._store_loops(sid)
         self.expanded[sid] = True
 
     def _base_row(self, base: list) -> np.ndarray:
@@ -162,8 +162,12 @@ class LazyDFA:
         table[rows, [byte for byte, _ in chain[:n]]] = states[1:]
         for i in range(n):
             if states[i + 1] == states[i]:  # a literal looping back onto itself
-                self.loops[states[i]] = np.packbits(table[states[i]] == states[i], bitorder="little").view("<u8")
+                self._store_loops(states[i])
         self.expanded[rows] = True
+
+    def _store_loops(self, sid: int) -> None:
+        """Record, from its table row, the bytes on which state `sid` steps to itself."""
+        self.loops[sid] = np.packbits(self.table[sid] == sid, bitorder="little").view("<u8")
 
     def step(self, sid: int, byte: int) -> int:
         self.expand(sid)
