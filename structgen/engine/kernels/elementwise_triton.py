@@ -131,13 +131,15 @@ def _launch_norm(x, delta, weight, total, out, eps: float) -> None:
     if num_rows == 0:
         return
     _require_unit_stride(x, delta, total, out)
+    has_delta = delta is not None
+    if not has_delta:  # the kernel reads neither: any tensor fills the arguments
+        delta = total = x
     block = triton.next_power_of_2(num_cols)
     _rms_norm_kernel[(num_rows,)](
-        x, delta if delta is not None else x, weight, total if total is not None else x, out,
-        x.stride(0), (delta if delta is not None else x).stride(0),
-        (total if total is not None else x).stride(0), out.stride(0),
+        x, delta, weight, total, out,
+        x.stride(0), delta.stride(0), total.stride(0), out.stride(0),
         num_cols, eps,
-        HAS_DELTA=delta is not None, BLOCK=block, num_warps=min(max(block // 512, 1), 8),
+        HAS_DELTA=has_delta, BLOCK=block, num_warps=min(max(block // 512, 1), 8),
     )
 
 
