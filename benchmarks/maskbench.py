@@ -50,7 +50,8 @@ if str(REPO) not in sys.path:
 from benchmarks.peers import PEERS, Adapter, _pkg_version  # noqa: E402
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-ALL_ENGINES = ["structgen", "structgen-flexible", "structgen-any-order", "llguidance", "xgrammar", "outlines-core"]
+ALL_ENGINES = ["structgen", "structgen-flexible", "structgen-any-order", "structgen-warm", "llguidance", "xgrammar",
+               "outlines-core"]
 
 
 # --------------------------------------------------------------------------------------
@@ -102,6 +103,7 @@ class StructgenAdapter(Adapter):
     @classmethod
     def settings(cls):
         return {"whitespace": cls.whitespace, "property_order": cls.property_order,
+                "warm_s": "default" if cls.warm_s is None else cls.warm_s,
                 "cache": "structgen.clear_cache() before each compile, if present"}
 
     @classmethod
@@ -150,11 +152,13 @@ class StructgenAdapter(Adapter):
         if self._clear is not None:
             self._clear()
 
+    warm_s = None  # None: the compile's default (trees that predate the option have none)
+
     def compile(self, schema):
-        if self.property_order == "schema":  # the default: works with trees that predate the option
-            return self.sg.compile_json_schema(schema, self.vocab, whitespace=self.whitespace)
-        return self.sg.compile_json_schema(schema, self.vocab, whitespace=self.whitespace,
-                                           property_order=self.property_order)
+        options = {} if self.property_order == "schema" else {"property_order": self.property_order}
+        if self.warm_s is not None:
+            options["warm_s"] = self.warm_s
+        return self.sg.compile_json_schema(schema, self.vocab, whitespace=self.whitespace, **options)
 
     def matcher(self, compiled):
         return compiled.matcher()
@@ -186,10 +190,19 @@ class StructgenAnyOrderAdapter(StructgenAdapter):
     property_order = "any"
 
 
+class StructgenWarmAdapter(StructgenAdapter):
+    """The compile also computes the masks of the states an example document passes
+    through (warm_s=0.5): how much of TBM's tail moves into TTFM."""
+
+    name = "structgen-warm"
+    warm_s = 0.5
+
+
 ENGINES: dict[str, type[Adapter]] = {
     StructgenAdapter.name: StructgenAdapter,
     StructgenFlexibleAdapter.name: StructgenFlexibleAdapter,
     StructgenAnyOrderAdapter.name: StructgenAnyOrderAdapter,
+    StructgenWarmAdapter.name: StructgenWarmAdapter,
     **PEERS,
 }
 

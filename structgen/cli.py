@@ -260,6 +260,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
     allowed = int(np.unpackbits(mask[0].view(np.uint8), bitorder="little")[: vocab.vocab_size].sum())
     forced = matcher.forced_bytes()
+    from structgen.automata.example import covering_example
+
+    example = covering_example(grammar.dfa.nfa.root, grammar.dfa.nfa)
     stats = grammar.stats
     dfa = getattr(grammar, "dfa", None)
     report = {
@@ -272,6 +275,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         "first_mask_allowed": allowed,
         "first_mask_s": mask_s,
         "forced_prefix": forced.decode("utf-8", errors="replace"),
+        "example": example.decode("utf-8", errors="replace"),
+        "example_complete": grammar.accepts_bytes(example),
         "vocabulary_load_s": vocab_s,
     }
     samples = [_check_sample(grammar, text) for text in args.sample]
@@ -288,6 +293,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     print(f"DFA states:     {report['dfa_states']} (built so far, lazily)")
     print(f"first mask:     {allowed} of {vocab.vocab_size} tokens allowed ({mask_s * 1e3:.2f} ms)")
     print(f"forced prefix:  {_show_bytes(forced)}")
+    shown = _show_bytes(example[:400]) + (" ..." if len(example) > 400 else "")
+    print(f"example:        {shown}{'' if report['example_complete'] else ' (a prefix: the example stopped early)'}")
     for sample in samples:
         verdict = (f"accepted, {sample['forced_share']:.0%} of its bytes forced" if sample["accepted"]
                    else f"REJECTED: {sample['reason']}")

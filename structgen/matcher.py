@@ -9,6 +9,8 @@ Must not import the engine; engines use only the Matcher methods below.
 from __future__ import annotations
 
 import threading
+import time
+from typing import Iterable
 
 import numpy as np
 
@@ -83,6 +85,27 @@ class CompiledGrammar:
             table = state_tokens(self.dfa, self._trie, sid, near, self._siblings)
             self._tables[sid] = table
         return table
+
+    def warm(self, data: bytes, offsets: Iterable[int], budget_s: float) -> int:
+        """Compute now the token tables of the states after `data[:i]` for each i in
+        `offsets`, in order, stopping where `data` leaves the language or when
+        `budget_s` is spent; returns how many tables were computed. `data` is an
+        example output (see `automata.example`): its states are the ones every output
+        passes through, whose first visit would otherwise stall a decoding step."""
+        deadline = time.perf_counter() + budget_s
+        state, done, warmed = self.dfa.start, 0, 0
+        for offset in sorted(set(offsets)):
+            if time.perf_counter() > deadline:
+                break
+            with self.dfa._lock:
+                state = self.dfa.walk(state, data[done:offset])
+            done = offset
+            if state < 0:
+                break
+            if state not in self._tables:
+                self.tokens_of(state)
+                warmed += 1
+        return warmed
 
     def forced_bytes(self, sid: int) -> bytes:
         cached = self.dfa.known_forced_bytes(sid)  # asked every step: skip the lock when known

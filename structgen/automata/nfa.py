@@ -127,9 +127,9 @@ class LazyNFA:
         elif isinstance(node, ir.Repeat):
             result = node.min == 0 or self.nonempty(node.item)
         elif isinstance(node, ir.Graph):
-            result = node.start in self._graph(node)[0]
+            result = node.start in self.graph_live(node)[0]
         elif isinstance(node, ir.Members):
-            result = self._members_live(node, ir.Members.START)
+            result = self.members_live(node, ir.Members.START)
         elif isinstance(node, ir.Stepper):
             result = True  # every position can reach an end (the Stepper contract)
         else:
@@ -137,7 +137,7 @@ class LazyNFA:
         self._nonempty[key] = result
         return result
 
-    def _members_live(self, node: ir.Members, state: tuple[int, int]) -> bool:
+    def members_live(self, node: ir.Members, state: tuple[int, int]) -> bool:
         """Whether the object can still be closed from `state`: every missing required
         entry has a value, and the member count can land in min..max."""
         cached = self._members_ok.get(id(node))
@@ -154,7 +154,7 @@ class LazyNFA:
             return False
         return extra or count + (ok & ~mask).bit_count() >= node.min_count
 
-    def _graph(self, graph: ir.Graph):
+    def graph_live(self, graph: ir.Graph):
         """(live states, adjacency of usable edges) of a Graph: a state is live when a
         final state can be reached from it through edges whose labels are non-empty."""
         cached = self._graph_live.get(id(graph))
@@ -326,7 +326,7 @@ class LazyNFA:
         if key in seen:
             return
         seen.add(key)
-        _, adjacency = self._graph(graph)
+        _, adjacency = self.graph_live(graph)
         if state in graph.finals:
             self._resume(parent, out, seen)
         for dst, label in adjacency.get(state, ()):
@@ -343,7 +343,7 @@ class LazyNFA:
         for label, nxt in node.moves(state):
             if nxt is None:
                 self._enter(label, parent, out, seen)
-            elif self.nonempty(label) and self._members_live(node, nxt):
+            elif self.nonempty(label) and self.members_live(node, nxt):
                 self._enter(label, self._push("M", node, nxt, parent), out, seen)
 
     # ------------------------------------------------------------ stepping

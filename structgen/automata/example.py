@@ -1,0 +1,209 @@
+"""One example sentence of a grammar, written to visit as much of its structure as it can.
+
+Owns `covering_example`: bytes of the IR's language (or a prefix of a sentence, where
+the walk stops early) that take every optional object property once, two elements of
+an array, the first usable branch of an alternation, and short values. It is what a
+compiled grammar warms its token tables along (`CompiledGrammar.warm`), so that the
+first visit of the states every output passes through -- the start of each key, the
+start of each value -- is paid while compiling instead of in the middle of decoding.
+
+An example is a hint, never trusted: whoever uses it walks it through the automaton and
+stops where it leaves the language. Must not know about tokens, DFAs or the engine;
+reads the NFA only for which nodes have a non-empty language.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from structgen.automata.nfa import LazyNFA
+from structgen.grammar import ir
+
+MAX_EXAMPLE_BYTES = 8192
+MAX_RULE_RECURSION = 3  # a rule is entered at most this many times within itself
+MAX_RULE_NESTING = 200  # rules entered within one another, in all
+# Bytes a ByteSet is written as, first match wins: plain letters and digits keep string
+# values and numbers short and ordinary.
+_PREFERRED = b"a0A "
+
+
+class _Stop(Exception):
+    """The example ends here (too long, too deep, or a node it does not write)."""
+
+
+def covering_example(node: ir.Node, nfa: LazyNFA, limit: int = MAX_EXAMPLE_BYTES) -> bytes:
+    """A sentence of `node`'s language visiting its optional parts, or a prefix of one."""
+    out = bytearray()
+    try:
+        _Writer(nfa, out, limit).write(node, 0)
+    except (_Stop, RecursionError):
+        pass
+    return bytes(out)
+
+
+class _Writer:
+    def __init__(self, nfa: LazyNFA, out: bytearray, limit: int):
+        self.nfa = nfa
+        self.out = out
+        self.limit = limit
+        self.active: dict[int, int] = {}  # rule -> times it is being written within itself
+
+    def emit(self, data: bytes) -> None:
+        self.out += data
+        if len(self.out) > self.limit:
+            raise _Stop
+
+    def write(self, node: ir.Node, depth: int, plain: bool = False) -> None:
+        """Write one sentence of `node`. `plain`: inside a lexeme (one character of a
+        string), where the first branch is the ordinary character, not an escape."""
+        plain = plain or ir.is_lexeme(node)
+        if isinstance(node, ir.Bytes):
+            self.emit(node.data)
+        elif isinstance(node, ir.ByteSet):
+            self.emit(bytes([_pick_byte(node.ranges)]))
+        elif isinstance(node, ir.Concat):
+            for item in node.items:
+                self.write(item, depth, plain)
+        elif isinstance(node, ir.Alt):
+            self.write(self._branch(node, plain or depth > 0), depth, plain)
+        elif isinstance(node, ir.Repeat):
+            self._repeat(node, depth)
+        elif isinstance(node, ir.Graph):
+            self._graph(node, depth)
+        elif isinstance(node, ir.Members):
+            self._members(node, depth)
+        elif isinstance(node, ir.Ref):
+            times = self.active.get(id(node), 0)
+            if times >= MAX_RULE_RECURSION or depth >= MAX_RULE_NESTING:
+                raise _Stop
+            self.active[id(node)] = times + 1
+            self.write(node.target, depth + 1)
+            self.active[id(node)] = times
+        else:  # a Stepper (an undeclared key's name): its own automaton, not written here
+            raise _Stop
+
+    def _branch(self, alt: ir.Alt, plain: bool) -> ir.Node:
+        """The first branch with structure in it (an object or array over null or a
+        scalar), else the first that writes something, else the first usable one.
+        `plain` (inside a character, or inside a recursive rule such as "any JSON
+        value", whose structure would only nest deeper): the first branch without
+        structure that writes something, else the first usable one."""
+        live = [item for item in alt.items if self.nfa.nonempty(item)]
+        if not live:
+            raise _Stop
+        if plain:
+            return next((item for item in live if not ir.is_empty(item) and not _is_structure(item)), live[0])
+        return (next((item for item in live if _is_structure(item)), None)
+                or next((item for item in live if not ir.is_empty(item)), live[0]))
+
+    def _repeat(self, node: ir.Repeat, depth: int) -> None:
+        """At least once (an optional part is visited); twice where the item is more than a
+        byte or two (an array's elements: the state after the first separator is visited)."""
+        if not self.nfa.nonempty(node.item):
+            if node.min:
+                raise _Stop
+            return
+        wanted = 2 if _is_structure(node.item) else 1
+        count = max(node.min, wanted)
+        if node.max is not None:
+            count = min(count, node.max)
+        for _ in range(count):
+            self.write(node.item, depth)
+
+    def _graph(self, graph: ir.Graph, depth: int) -> None:
+        """A path from start to a final state through states not visited yet, taking at
+        each one an edge with structure in its label (the next property's value, an array
+        element), else an edge into a final state, else any labelled edge (a separator),
+        else an epsilon edge (skipping what the example writes anyway); failing all, the
+        shortest way out."""
+        live, adjacency = self.nfa.graph_live(graph)
+        state, seen = graph.start, {graph.start}
+        while True:
+            moves = [(dst, label) for dst, label in adjacency.get(state, ()) if dst in live and dst not in seen]
+            choice = (
+                next(((d, lab) for d, lab in moves if lab is not None and _is_structure(lab)), None)
+                or next(((d, lab) for d, lab in moves if d in graph.finals), None)
+                or next(((d, lab) for d, lab in moves if lab is not None), None)
+                or next(iter(moves), None)
+            )
+            if choice is None:
+                if state in graph.finals:
+                    return
+                for _, label in _shortest_exit(graph, adjacency, live, state):
+                    if label is not None:
+                        self.write(label, depth)
+                return
+            state, label = choice
+            seen.add(state)
+            if label is not None:
+                self.write(label, depth)
+
+    def _members(self, node: ir.Members, depth: int) -> None:
+        """The declared members in order, no undeclared one, then the closing bracket."""
+        state = ir.Members.START
+        while True:
+            moves = node.moves(state)
+            entry = next(
+                (
+                    (label, nxt)
+                    for label, nxt in moves
+                    if nxt is not None and nxt[0] != state[0] and self.nfa.nonempty(label)
+                    and self.nfa.members_live(node, nxt)
+                ),
+                None,
+            )
+            if entry is None:
+                close = next((label for label, nxt in moves if nxt is None), None)
+                if close is None:
+                    raise _Stop  # only undeclared members would keep the object valid
+                self.write(close, depth)
+                return
+            label, state = entry
+            self.write(label, depth)
+
+
+def _shortest_exit(graph: ir.Graph, adjacency: dict, live, state: int) -> list:
+    """The edges (dst, label) of a shortest path from `state` to a final state."""
+    back = {state: None}
+    queue = deque([state])
+    while queue:
+        cur = queue.popleft()
+        if cur in graph.finals and cur != state:
+            path = []
+            while back[cur] is not None:
+                prev, label = back[cur]
+                path.append((cur, label))
+                cur = prev
+            return path[::-1]
+        for dst, label in adjacency.get(cur, ()):
+            if dst in live and dst not in back:
+                back[dst] = (cur, label)
+                queue.append(dst)
+    raise _Stop
+
+
+def _pick_byte(ranges) -> int:
+    for b in _PREFERRED:
+        if any(lo <= b <= hi for lo, hi in ranges):
+            return b
+    return ranges[0][0]
+
+
+def _is_structure(node: ir.Node, memo: dict | None = None) -> bool:
+    """Whether a node holds more than characters: an object, an array, a string value
+    (a repeated character), a rule -- not a letter, a digit run, an escape or a space."""
+    if isinstance(node, (ir.Bytes, ir.ByteSet)) or ir.is_lexeme(node):
+        return False
+    if memo is None:
+        memo = {}
+    got = memo.get(id(node))
+    if got is None:
+        if isinstance(node, (ir.Concat, ir.Alt)):
+            memo[id(node)] = False  # provisional, for shared subtrees met again below
+            got = any(_is_structure(item, memo) for item in node.items)
+        elif isinstance(node, ir.Repeat):
+            got = ir.is_lexeme(node.item) or _is_structure(node.item, memo)
+        else:  # Graph, Members, Ref, Stepper
+            got = True
+        memo[id(node)] = got
+    return got

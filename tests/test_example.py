@@ -1,0 +1,148 @@
+"""Covering examples (`automata.example`) and warming a grammar along one
+(`CompiledGrammar.warm`, `compile_json_schema(warm_s=...)`), on the real SmolLM2 vocabulary.
+
+An example must only ever write bytes of its grammar's language (a prefix of a sentence
+at worst), and a complete one must validate; warming must change when masks are
+computed, never what they are.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+import structgen
+from structgen.automata.dfa import DEAD
+from structgen.automata.example import covering_example
+from structgen.errors import StructgenError
+
+MASKBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "maskbench-dev"
+GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
+
+
+def example_of(grammar) -> bytes:
+    return covering_example(grammar.dfa.nfa.root, grammar.dfa.nfa)
+
+
+def walk(grammar, data: bytes) -> int:
+    with grammar.dfa._lock:
+        return grammar.dfa.walk(grammar.dfa.start, data)
+
+
+def test_examples_of_real_schemas_stay_in_the_language_and_validate(smollm2_vocab):
+    paths = sorted(MASKBENCH.glob("*.json"))
+    random.Random(11).shuffle(paths)
+    complete = compiled = 0
+    for path in paths[:80]:
+        schema = json.loads(path.read_text())["schema"]
+        try:
+            grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+        except StructgenError:
+            continue
+        compiled += 1
+        example = example_of(grammar)
+        assert walk(grammar, example) != DEAD, (path.stem, example[:200])
+        try:
+            value = json.loads(example)
+        except ValueError:
+            continue  # stopped early (a recursive rule, an undeclared key): a prefix only
+        complete += 1
+        assert grammar.accepts_bytes(example), (path.stem, example[:200])
+        jsonschema.validate(value, schema)
+    assert compiled >= 60
+    assert complete >= 0.9 * compiled, f"only {complete} of {compiled} examples complete"
+
+
+def test_example_writes_every_optional_property_and_an_array_element(smollm2_vocab):
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "age": {"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 18}]},
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["x", "y"]}},
+            "address": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+        "required": ["name"],
+    }
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    value = json.loads(example_of(grammar))
+    assert list(value) == ["name", "age", "tags", "address"]
+    assert isinstance(value["age"], int)  # the branch with more in it than null
+    assert len(value["tags"]) >= 1 and value["address"].keys() == {"city"}
+    jsonschema.validate(value, schema)
+
+
+def test_example_of_a_recursive_schema_is_bounded(smollm2_vocab):
+    schema = {
+        "$defs": {"node": {"type": "object", "properties": {
+            "value": {"type": "integer"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+        }, "required": ["value", "children"]}},
+        "$ref": "#/$defs/node",
+    }
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+    example = example_of(grammar)
+    assert 0 < len(example) < 4096
+    assert walk(grammar, example) != DEAD
+
+
+@pytest.mark.parametrize("path", sorted(GRAMMARS.glob("*.lark")) + sorted(GRAMMARS.glob("*.gbnf")),
+                         ids=lambda p: p.name)
+def test_examples_of_the_shipped_grammars_stay_in_the_language(path, smollm2_vocab):
+    syntax = path.suffix[1:]
+    grammar = structgen.compile_grammar(path.read_text(), smollm2_vocab, syntax=syntax)
+    example = example_of(grammar)
+    assert example and walk(grammar, example) != DEAD
+
+
+def masks_along(grammar, tokens: list[int]) -> list[np.ndarray]:
+    matcher = grammar.matcher()
+    masks = []
+    for token in tokens:
+        mask = structgen.allocate_bitmask(1, grammar.vocab_size)
+        matcher.fill_bitmask(mask, 0)
+        masks.append(mask[0].copy())
+        assert matcher.accept_token(token)
+    return masks
+
+
+def test_warming_computes_masks_ahead_without_changing_them(smollm2_vocab, smollm2_tokenizer):
+    schema = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "title": {"type": "string", "maxLength": 40},
+            "labels": {"type": "array", "items": {"type": "string"}},
+            "owner": {"type": "object", "properties": {"login": {"type": "string"}, "site_admin": {"type": "boolean"}}},
+        },
+    }
+    structgen.clear_cache()
+    cold = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    assert not cold._tables and "warmed_states" not in cold.stats
+    structgen.clear_cache()
+    warm = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=5.0)
+    structgen.clear_cache()
+    assert warm is not cold
+    # (a table may bring in the one it starts from, see tokens.near_state)
+    assert warm.stats["warmed_states"] >= 8 and len(warm._tables) >= warm.stats["warmed_states"]
+    text = json.dumps({"id": 7, "title": "Bug in parser", "labels": ["bug", "p1"],
+                       "owner": {"login": "octocat", "site_admin": False}})
+    tokens = smollm2_tokenizer.encode(text, add_special_tokens=False) + [smollm2_tokenizer.eos_token_id]
+    tables_before = len(warm._tables)
+    for a, b in zip(masks_along(cold, tokens), masks_along(warm, tokens), strict=True):
+        assert np.array_equal(a, b)
+    # the walk found most of its states already computed
+    assert len(warm._tables) - tables_before < len(cold._tables)
+
+
+def test_warm_stops_at_its_budget_and_where_the_data_leaves_the_language(smollm2_vocab):
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    assert grammar.warm(b'{"a": "x"}', [2, 5, 6], budget_s=0.0) == 0
+    assert grammar.warm(b'{"b": "x"}', [2, 5, 6], budget_s=5.0) == 1  # after '{"' only: 'b' is no key
+    assert grammar.warm(b'{"a": "x"}', [2, 5, 6], budget_s=5.0) == 2  # '{"' is computed already
