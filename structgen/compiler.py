@@ -71,7 +71,6 @@ def _build(
     max_states: int,
     max_dfa_states: int,
     timeout_s: float,
-    warm: Callable[[CompiledGrammar, ir.Node, float], None] | None = None,
 ) -> CompiledGrammar:
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
@@ -89,11 +88,7 @@ def _build(
     if time.monotonic() > deadline:
         raise GrammarTooLargeError(f"compiling the {kind} exceeded its {timeout_s:g} s budget")
     stats = {"compile_s": time.perf_counter() - t0, "ir_size": size}
-    grammar = CompiledGrammar(kind, source, dfa, vocab, stats)
-    if warm is not None:
-        warm(grammar, node, deadline - time.monotonic())
-        stats["compile_s"] = grammar.stats["compile_s"] = time.perf_counter() - t0
-    return grammar
+    return CompiledGrammar(kind, source, dfa, vocab, stats)
 
 
 # Where an output's tokens start the states worth computing ahead: after each comma and
@@ -113,22 +108,18 @@ def _json_boundaries(example: bytes) -> list[int]:
     return out
 
 
-def _warm_json(budget_s: float) -> Callable[[CompiledGrammar, ir.Node, float], None] | None:
-    """The warm step of a JSON Schema compile: the token tables of the states an example
-    document (every optional property written once, `automata.example`) reaches at its
-    boundaries, within `budget_s` (and what is left of the compile's timeout). TBM's
-    tail is these first visits; here they are paid once per schema while compiling --
-    which a server does off the decoding loop -- instead of stalling a batch's step."""
-    if budget_s <= 0:
-        return None
-
-    def warm(grammar: CompiledGrammar, node: ir.Node, time_left_s: float) -> None:
-        t0 = time.perf_counter()
-        example = covering_example(node, grammar.dfa.nfa)
-        warmed = grammar.warm(example, _json_boundaries(example), min(budget_s, time_left_s))
-        grammar.stats.update(warm_s=time.perf_counter() - t0, warmed_states=warmed)
-
-    return warm
+def _warm_json(grammar: CompiledGrammar, budget_s: float) -> None:
+    """Compute ahead the token tables of the states an example document (every optional
+    property written once, `automata.example`) reaches at its boundaries, for about
+    `budget_s` (checked between states). TBM's tail is these first visits; here they
+    are paid once per schema, when it is compiled, instead of in a decoding step. Once
+    per grammar: a cached grammar that was warmed is not warmed again."""
+    if "warm_s" in grammar.stats:
+        return
+    t0 = time.perf_counter()
+    example = covering_example(grammar.dfa.nfa.root, grammar.dfa.nfa)
+    warmed = grammar.warm(example, _json_boundaries(example), budget_s)
+    grammar.stats.update(warm_s=time.perf_counter() - t0, warmed_states=warmed)
 
 
 def compile_json_schema(
@@ -153,7 +144,8 @@ def compile_json_schema(
     keywords instead of refusing them -- this MAY UNDER-CONSTRAIN the output.
     warm_s: time the compile may spend computing the masks of the states an example
     document passes through (the start of each key and value), so that decoding does
-    not stop for them; 0 leaves every mask to its first use. Not part of the cache key.
+    not stop for them; 0 leaves every mask to its first use. Not part of the cache key:
+    a cached grammar not warmed yet is warmed by the first call that asks.
     """
     from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
 
@@ -173,11 +165,13 @@ def compile_json_schema(
     def make_ir(deadline: float) -> ir.Node:
         return schema_to_ir(schema, options, deadline=deadline)
 
-    return _cached(
+    grammar = _cached(
         key,
-        lambda: _build("json_schema", source, make_ir, vocab, max_states, max_dfa_states, timeout_s,
-                       warm=_warm_json(warm_s)),
+        lambda: _build("json_schema", source, make_ir, vocab, max_states, max_dfa_states, timeout_s),
     )
+    if warm_s > 0:
+        _warm_json(grammar, warm_s)
+    return grammar
 
 
 def compile_regex(

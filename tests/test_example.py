@@ -146,3 +146,16 @@ def test_warm_stops_at_its_budget_and_where_the_data_leaves_the_language(smollm2
     assert grammar.warm(b'{"a": "x"}', [2, 5, 6], budget_s=0.0) == 0
     assert grammar.warm(b'{"b": "x"}', [2, 5, 6], budget_s=5.0) == 1  # after '{"' only: 'b' is no key
     assert grammar.warm(b'{"a": "x"}', [2, 5, 6], budget_s=5.0) == 2  # '{"' is computed already
+
+
+def test_a_cached_grammar_is_warmed_by_the_first_call_that_asks(smollm2_vocab):
+    schema = {"type": "object", "properties": {"when": {"type": "string", "format": "date"}, "n": {"type": "number"}}}
+    structgen.clear_cache()
+    first = structgen.compile_json_schema(schema, smollm2_vocab)
+    assert "warm_s" not in first.stats and not first._tables
+    again = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=5.0)
+    assert again is first and first.stats["warmed_states"] >= 3
+    warmed = len(first._tables)
+    assert structgen.compile_json_schema(schema, smollm2_vocab, warm_s=5.0) is first
+    assert len(first._tables) == warmed and first.stats["warmed_states"] >= 3  # once per grammar
+    structgen.clear_cache()
