@@ -1,8 +1,9 @@
 """One example sentence of a grammar, written to visit as much of its structure as it can.
 
 Owns `covering_example`: bytes of the IR's language (or a prefix of a sentence, where
-the walk stops early) that take every optional object property once, two elements of
-an array, the first usable branch of an alternation, and short values. It is what a
+the walk stops early) that take every optional object property once, an array element
+(two where the array is a plain repetition), the branch of an alternation with the most
+structure in it, and short values. It is what a
 compiled grammar warms its token tables along (`CompiledGrammar.warm`), so that the
 first visit of the states every output passes through -- the start of each key, the
 start of each value -- is paid while compiling instead of in the middle of decoding.
@@ -47,6 +48,10 @@ class _Writer:
         self.out = out
         self.limit = limit
         self.active: dict[int, int] = {}  # rule -> times it is being written within itself
+        self.structure: dict[int, bool] = {}  # memo of `_is_structure`, by node id
+
+    def has_structure(self, node: ir.Node) -> bool:
+        return _is_structure(node, self.structure)
 
     def emit(self, data: bytes) -> None:
         self.out += data
@@ -92,8 +97,8 @@ class _Writer:
         if not live:
             raise _Stop
         if plain:
-            return next((item for item in live if not ir.is_empty(item) and not _is_structure(item)), live[0])
-        return (next((item for item in live if _is_structure(item)), None)
+            return next((item for item in live if not ir.is_empty(item) and not self.has_structure(item)), live[0])
+        return (next((item for item in live if self.has_structure(item)), None)
                 or next((item for item in live if not ir.is_empty(item)), live[0]))
 
     def _repeat(self, node: ir.Repeat, depth: int) -> None:
@@ -103,7 +108,7 @@ class _Writer:
             if node.min:
                 raise _Stop
             return
-        wanted = 2 if _is_structure(node.item) else 1
+        wanted = 2 if self.has_structure(node.item) else 1
         count = max(node.min, wanted)
         if node.max is not None:
             count = min(count, node.max)
@@ -121,7 +126,7 @@ class _Writer:
         while True:
             moves = [(dst, label) for dst, label in adjacency.get(state, ()) if dst in live and dst not in seen]
             choice = (
-                next(((d, lab) for d, lab in moves if lab is not None and _is_structure(lab)), None)
+                next(((d, lab) for d, lab in moves if lab is not None and self.has_structure(lab)), None)
                 or next(((d, lab) for d, lab in moves if d in graph.finals), None)
                 or next(((d, lab) for d, lab in moves if lab is not None), None)
                 or next(iter(moves), None)
@@ -189,17 +194,15 @@ def _pick_byte(ranges) -> int:
     return ranges[0][0]
 
 
-def _is_structure(node: ir.Node, memo: dict | None = None) -> bool:
+def _is_structure(node: ir.Node, memo: dict[int, bool]) -> bool:
     """Whether a node holds more than characters: an object, an array, a string value
-    (a repeated character), a rule -- not a letter, a digit run, an escape or a space."""
+    (a repeated character), a rule -- not a letter, a digit run, an escape or a space.
+    (Only a Ref can lead back to a node above it, and a Ref is structure: no cycles.)"""
     if isinstance(node, (ir.Bytes, ir.ByteSet)) or ir.is_lexeme(node):
         return False
-    if memo is None:
-        memo = {}
     got = memo.get(id(node))
     if got is None:
         if isinstance(node, (ir.Concat, ir.Alt)):
-            memo[id(node)] = False  # provisional, for shared subtrees met again below
             got = any(_is_structure(item, memo) for item in node.items)
         elif isinstance(node, ir.Repeat):
             got = ir.is_lexeme(node.item) or _is_structure(node.item, memo)
