@@ -2,8 +2,10 @@
 
 Owns: `compile_json_schema`, `compile_regex`, `compile_choice`, `compile_grammar` (lark or
 GBNF text), `compile_tool_calls` (free text or one tagged call; front-end -> IR -> NFA ->
-lazy DFA -> `CompiledGrammar`), their budgets, and an LRU cache keyed by
-(kind, canonical text, options, vocabulary fingerprint). Must not import the engine.
+lazy DFA -> `CompiledGrammar`), their budgets, an LRU cache keyed by (kind, canonical
+text, options, vocabulary fingerprint), and the optional warm step of a JSON Schema
+compile (`warm_s`: masks computed ahead along an example document). Must not import the
+engine.
 """
 
 from __future__ import annotations
@@ -154,6 +156,8 @@ def compile_json_schema(
             schema = json.loads(schema)
         except json.JSONDecodeError as e:
             raise SchemaError(f"schema is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})")
+    if isinstance(warm_s, bool) or not isinstance(warm_s, (int, float)) or not warm_s >= 0:
+        raise StructgenError(f"warm_s must be a number of seconds >= 0, got {warm_s!r}")
     if indent is not None:
         whitespace = "indent"
     options = JsonOptions(

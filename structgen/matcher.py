@@ -88,13 +88,14 @@ class CompiledGrammar:
 
     def warm(self, data: bytes, offsets: Iterable[int], budget_s: float) -> int:
         """Compute now the token tables of the states after `data[:i]` for each i in
-        `offsets`, in order, stopping where `data` leaves the language or when
-        `budget_s` is spent; returns how many tables were computed. `data` is an
+        `offsets` (those outside the data are ignored), in order, stopping where `data`
+        leaves the language or when `budget_s` is spent (checked between states);
+        returns how many tables were computed. `data` is an
         example output (see `automata.example`): its states are the ones every output
         passes through, whose first visit would otherwise stall a decoding step."""
         deadline = time.perf_counter() + budget_s
         state, done, warmed = self.dfa.start, 0, 0
-        for offset in sorted(set(offsets)):
+        for offset in sorted({o for o in offsets if 0 <= o <= len(data)}):
             if time.perf_counter() > deadline:
                 break
             with self.dfa._lock:

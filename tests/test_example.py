@@ -142,7 +142,9 @@ def test_warming_computes_masks_ahead_without_changing_them(smollm2_vocab, smoll
 
 def test_warm_stops_at_its_budget_and_where_the_data_leaves_the_language(smollm2_vocab):
     schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+    structgen.clear_cache()
     grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    structgen.clear_cache()
     assert grammar.warm(b'{"a": "x"}', [2, 5, 6], budget_s=0.0) == 0
     assert grammar.warm(b'{"b": "x"}', [2, 5, 6], budget_s=5.0) == 1  # after '{"' only: 'b' is no key
     assert grammar.warm(b'{"a": "x"}', [2, 5, 6], budget_s=5.0) == 2  # '{"' is computed already
@@ -159,3 +161,17 @@ def test_a_cached_grammar_is_warmed_by_the_first_call_that_asks(smollm2_vocab):
     assert structgen.compile_json_schema(schema, smollm2_vocab, warm_s=5.0) is first
     assert len(first._tables) == warmed and first.stats["warmed_states"] >= 3  # once per grammar
     structgen.clear_cache()
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), "0.5", True, None])
+def test_a_bad_warm_budget_is_a_clear_error(bad, smollm2_vocab):
+    with pytest.raises(StructgenError, match="warm_s must be a number of seconds"):
+        structgen.compile_json_schema({"type": "integer"}, smollm2_vocab, warm_s=bad)
+
+
+def test_warm_ignores_offsets_outside_the_data(smollm2_vocab):
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+    structgen.clear_cache()
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    structgen.clear_cache()
+    assert grammar.warm(b'{"a": "x"}', [-3, 2, 99], budget_s=5.0) == 1
