@@ -260,9 +260,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
     allowed = int(np.unpackbits(mask[0].view(np.uint8), bitorder="little")[: vocab.vocab_size].sum())
     forced = matcher.forced_bytes()
-    from structgen.automata.example import covering_example
-
-    example = covering_example(grammar.dfa.nfa.root, grammar.dfa.nfa)
+    example = grammar.example()
     stats = grammar.stats
     dfa = getattr(grammar, "dfa", None)
     report = {

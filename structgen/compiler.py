@@ -18,7 +18,6 @@ from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.example import covering_example
 from structgen.automata.nfa import LazyNFA
 from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError
 from structgen.grammar import ir
@@ -97,7 +96,7 @@ def _build(
 # colon, and after the quote that opens a key or a string (`{"`, `, "`, `: "`, `["`).
 # Tokenizers split JSON at these bytes, and a key's start is the costliest first visit
 # there is: it holds every name that may come next.
-_JSON_BOUNDARY = re.compile(rb'([{\[,:])(\s*)("?)')
+_JSON_BOUNDARY = re.compile(rb'([{\[,:])\s*("?)')
 
 
 def _json_boundaries(example: bytes) -> list[int]:
@@ -105,8 +104,8 @@ def _json_boundaries(example: bytes) -> list[int]:
     for m in _JSON_BOUNDARY.finditer(example):
         if m.group(1) in b",:":
             out.append(m.end(1))
-        if m.group(3):
-            out.append(m.end(3))
+        if m.group(2):
+            out.append(m.end(2))
     return out
 
 
@@ -119,7 +118,7 @@ def _warm_json(grammar: CompiledGrammar, budget_s: float) -> None:
     if "warm_s" in grammar.stats:
         return
     t0 = time.perf_counter()
-    example = covering_example(grammar.dfa.nfa.root, grammar.dfa.nfa)
+    example = grammar.example()
     warmed = grammar.warm(example, _json_boundaries(example), budget_s)
     grammar.stats.update(warm_s=time.perf_counter() - t0, warmed_states=warmed)
 

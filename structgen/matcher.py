@@ -15,6 +15,7 @@ from typing import Iterable
 import numpy as np
 
 from structgen.automata.dfa import DEAD, LazyDFA
+from structgen.automata.example import covering_example
 from structgen.automata.tokens import (
     StateTokens,
     bitmask_words,
@@ -85,6 +86,11 @@ class CompiledGrammar:
             table = state_tokens(self.dfa, self._trie, sid, near, self._siblings)
             self._tables[sid] = table
         return table
+
+    def example(self) -> bytes:
+        """An output of this grammar that takes every optional part once (or a prefix
+        of one, where the example stops early; see `automata.example`)."""
+        return covering_example(self.dfa.nfa.root, self.dfa.nfa)
 
     def warm(self, data: bytes, offsets: Iterable[int], budget_s: float) -> int:
         """Compute now the token tables of the states after `data[:i]` for each i in

@@ -18,15 +18,10 @@ import pytest
 
 import structgen
 from structgen.automata.dfa import DEAD
-from structgen.automata.example import covering_example
 from structgen.errors import StructgenError
 
 MASKBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "maskbench-dev"
 GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
-
-
-def example_of(grammar) -> bytes:
-    return covering_example(grammar.dfa.nfa.root, grammar.dfa.nfa)
 
 
 def walk(grammar, data: bytes) -> int:
@@ -45,7 +40,7 @@ def test_examples_of_real_schemas_stay_in_the_language_and_validate(smollm2_voca
         except StructgenError:
             continue
         compiled += 1
-        example = example_of(grammar)
+        example = grammar.example()
         assert walk(grammar, example) != DEAD, (path.stem, example[:200])
         try:
             value = json.loads(example)
@@ -70,7 +65,7 @@ def test_example_writes_every_optional_property_and_an_array_element(smollm2_voc
         "required": ["name"],
     }
     grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
-    value = json.loads(example_of(grammar))
+    value = json.loads(grammar.example())
     assert list(value) == ["name", "age", "tags", "address"]
     assert isinstance(value["age"], int)  # the branch with more in it than null
     assert len(value["tags"]) >= 1 and value["address"].keys() == {"city"}
@@ -86,7 +81,7 @@ def test_example_of_a_recursive_schema_is_bounded(smollm2_vocab):
         "$ref": "#/$defs/node",
     }
     grammar = structgen.compile_json_schema(schema, smollm2_vocab)
-    example = example_of(grammar)
+    example = grammar.example()
     assert 0 < len(example) < 4096
     assert walk(grammar, example) != DEAD
 
@@ -96,7 +91,7 @@ def test_example_of_a_recursive_schema_is_bounded(smollm2_vocab):
 def test_examples_of_the_shipped_grammars_stay_in_the_language(path, smollm2_vocab):
     syntax = path.suffix[1:]
     grammar = structgen.compile_grammar(path.read_text(), smollm2_vocab, syntax=syntax)
-    example = example_of(grammar)
+    example = grammar.example()
     assert example and walk(grammar, example) != DEAD
 
 
