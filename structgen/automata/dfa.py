@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 
-from structgen.automata.nfa import ACCEPT, LazyNFA, _union
+from structgen.automata.nfa import ACCEPT, LazyNFA, union
 from structgen.errors import GrammarTooLargeError
 
 DEAD = -1  # no transition: the byte leaves the language
@@ -38,7 +38,7 @@ class LazyDFA:
         self.accepting = np.zeros(64, dtype=bool)
         self._forced: dict[int, bytes] = {}
         self._has_exits: dict[int, bool] = {}
-        self._base_rows: dict[int, tuple[list, np.ndarray]] = {}
+        self._base_rows: dict[int, tuple[list, np.ndarray, set[int]]] = {}
         self.start = self._intern(nfa.start) if nfa.start else DEAD
 
     @property
@@ -110,40 +110,44 @@ class LazyDFA:
                 self._store_loops(sid)
             self.expanded[sid] = True
 
-    def _expand_parts(self, sid: int, base: list, ranges: list, points: list) -> None:
+    def _expand_parts(self, sid: int, base: list, replaced: list, points: list) -> None:
         """The row of a state inside the name of an undeclared property (`LazyNFA.row_parts`):
         a copy of the row of the moves it shares with every other prefix, changed on the
         few bytes where it differs. Building it from the moves would intern the same
         dozen targets (one per kind of UTF-8 lead byte) again for every prefix."""
-        row = self._base_row(base).copy()
+        row, base_states = self._base_row(base)
+        row = row.copy()
         at: dict[int, list[frozenset]] = {}
+        for byte, target in replaced:
+            at[byte] = [target] if target else []
         for byte, target in points:
-            at.setdefault(byte, []).append(target)
-        for lo, hi, target in ranges:
-            if lo == hi and lo in at:  # only ever reached united with the points there
-                if target:
-                    at[lo].append(target)
-                row[lo] = DEAD
-            else:
-                row[lo : hi + 1] = self._intern(target) if target else DEAD
+            targets = at.get(byte)
+            if targets is None:
+                targets = at[byte] = [self._sets[row[byte]]] if row[byte] >= 0 else []
+            targets.append(target)
+        loops = sid in base_states
         for byte, targets in at.items():
-            if row[byte] >= 0:
-                targets.append(self._sets[row[byte]])
-            row[byte] = self._intern(targets[0] if len(targets) == 1 else _union(targets))
+            if not targets:
+                row[byte] = DEAD
+                continue
+            nxt = self._intern(targets[0] if len(targets) == 1 else union(targets))
+            row[byte] = nxt
+            loops = loops or nxt == sid
         self.table[sid] = row  # after interning, which may grow (replace) self.table
-        if (row == sid).any():
+        if loops:
             self._store_loops(sid)
         self.expanded[sid] = True
 
-    def _base_row(self, base: list) -> np.ndarray:
-        """The row of a shared moves list, interned once (keyed by the list, kept alive)."""
+    def _base_row(self, base: list) -> tuple[np.ndarray, set[int]]:
+        """The row of a shared moves list and the states in it, interned once (keyed by
+        the list, kept alive)."""
         got = self._base_rows.get(id(base))
         if got is None:
             row = np.full(256, DEAD, dtype=np.int32)
             for lo, hi, target in base:
                 row[lo : hi + 1] = self._intern(target)
-            got = self._base_rows[id(base)] = (base, row)
-        return got[1]
+            got = self._base_rows[id(base)] = (base, row, set(row[row >= 0].tolist()))
+        return got[1], got[2]
 
     def _expand_chain(self, sid: int, chain: list[tuple[int, frozenset]]) -> None:
         """Rows of a state part-way through a literal and of the states after its next

@@ -84,6 +84,7 @@ class LazyNFA:
         self._closures: dict[tuple, frozenset] = {}
         self._resumes: dict[int, frozenset] = {}
         self._ref_depth = 0
+        self._has_steppers = False  # set once a closure meets one (row_parts looks for them)
         self._solve_refs(root)
         self.is_empty_language = not self.nonempty(root)
         self.start = frozenset() if self.is_empty_language else self.closure(root, DONE)
@@ -252,6 +253,7 @@ class LazyNFA:
         elif isinstance(node, ir.Ref):
             self._enter_rule(node, cont, out, seen)
         elif isinstance(node, ir.Stepper):
+            self._has_steppers = True
             out.add((node, node.start, cont))
             if node.final(node.start):
                 self._resume(cont, out, seen)
@@ -453,22 +455,33 @@ class LazyNFA:
                 key = tuple(map(id, targets))  # the targets live on in the moves lists
                 target = unions.get(key)
                 if target is None:
-                    target = unions[key] = _union(targets)
+                    target = unions[key] = union(targets)
             out.append((cuts[i], cuts[i + 1] - 1, target))
         return out
 
     def row_parts(self, items: frozenset) -> tuple[list, list, list] | None:
         """`successors(items)` as a shared base and its changes, or None.
 
-        For a Stepper item whose every unlisted byte STEPs into one node (the name of an
-        undeclared property at a prefix of the declared ones), alone or beside items
-        that each move on one byte (the next letter of each declared name): (base,
-        ranges, points). `base` is that node's start moves, one list per node and
-        continuation, so a DFA keeps its row once for every prefix; `ranges` are the
-        (lo, hi, target) runs that replace base on their bytes (empty target: dead);
-        `points` are (byte, target) pairs united with what the byte reaches otherwise."""
-        stepper = next((item for item in items if item is not ACCEPT and isinstance(item[0], ir.Stepper)), None)
+        For a Stepper item at a position with `patches` (the name of an undeclared
+        property at a prefix of the declared ones: every byte but a few STEPs into one
+        node), alone or beside items that each move on one byte (the next letter of each
+        declared name): (base, replaced, points). `base` is that node's start moves, one
+        list per node and continuation, so a DFA keeps its row once for every prefix;
+        `replaced` are (byte, target) pairs that replace base on their byte (empty
+        target: dead); `points` are (byte, target) pairs united with what the byte
+        reaches otherwise."""
+        if not self._has_steppers:
+            return None
+        stepper = None
+        for item in items:
+            if item is not ACCEPT and isinstance(item[0], ir.Stepper):
+                stepper = item
+                break
         if stepper is None:
+            return None
+        node, pos, cont = stepper
+        patched = node.patches(pos)
+        if patched is None:
             return None
         points = []
         for item in items:
@@ -478,18 +491,10 @@ class LazyNFA:
             if len(moves) != 1 or moves[0][0] != moves[0][1]:
                 return None
             points.append((moves[0][0], moves[0][2]))
-        node, pos, cont = stepper
-        spec = node.spec(pos)
-        steps = {arg for _, _, kind, arg in spec if kind == ir.Stepper.STEP}
-        if len(steps) != 1 or sum(hi - lo + 1 for lo, hi, _, _ in spec) != 256:
-            return None  # a byte in no run, or STEPs into several nodes: the general path
-        base = self._start_moves(steps.pop(), cont)[0]
-        ranges = [
-            (lo, hi, self._stepper_target(node, kind, arg, cont))
-            for lo, hi, kind, arg in spec
-            if kind != ir.Stepper.STEP
-        ]
-        return base, ranges, points
+        step_node, changed = patched
+        base = self._start_moves(step_node, cont)[0]
+        replaced = [(byte, self._stepper_target(node, kind, arg, cont)) for byte, kind, arg in changed]
+        return base, replaced, points
 
     def literal_chain(self, item, limit: int) -> list[tuple[int, frozenset]]:
         """For an item inside a byte string: (byte, items after it) for its next bytes,
@@ -601,7 +606,7 @@ def _overlay_bytes(base: list, points: list) -> list:
         while i < n and points[i][0] == byte:
             targets.append(points[i][1])
             i += 1
-        return targets[0] if len(targets) == 1 else _union(targets)
+        return targets[0] if len(targets) == 1 else union(targets)
 
     for lo, hi, target in base:
         while i < n and points[i][0] < lo:  # bytes no base range covers
@@ -622,12 +627,12 @@ def _overlay_bytes(base: list, points: list) -> list:
     return out
 
 
-def _union(targets: list) -> frozenset:
+def union(targets: list) -> frozenset:
     """The items of several targets together: what one byte reaches from all of them."""
-    union = frozenset().union(*targets)
-    if len(union) > MAX_STATE_ITEMS:
+    items = frozenset().union(*targets)
+    if len(items) > MAX_STATE_ITEMS:
         raise too_ambiguous()
-    return union
+    return items
 
 
 def too_ambiguous() -> GrammarTooLargeError:

@@ -218,6 +218,14 @@ class Stepper(Node):
     def size(self) -> int:
         raise NotImplementedError
 
+    def patches(self, pos) -> tuple[Node, list[tuple[int, int, object]]] | None:
+        """(node, moves) when every byte that `spec(pos)` lists in no GOTO or ENTER run
+        STEPs into one `node`: `moves` are (byte, kind, arg) for the bytes that do not,
+        one byte each. Optional (None: the automaton takes the general path); the lazy
+        DFA then builds the position's row as a copy of `node`'s start row, changed on
+        those few bytes."""
+        return None
+
 
 class Ref(Node):
     """A named rule, possibly recursive: `target` is set once the rule's body is built,

@@ -66,7 +66,7 @@ class StringExcept(ir.Stepper):
     Positions: an int, a node of the names' trie (the prefix read so far); ("\\\\", t)
     after a backslash at node t; ("u", t, k, v) after `\\u` and k hex digits of value v."""
 
-    __slots__ = ("names", "_children", "_is_name", "_specs", "_plain")
+    __slots__ = ("names", "_children", "_is_name", "_specs", "_patches", "_plain")
 
     def __init__(self, names):
         self.names = tuple(names)
@@ -85,6 +85,7 @@ class StringExcept(ir.Stepper):
                 node = nxt
             self._is_name[node] = True
         self._specs: dict = {}
+        self._patches: dict[int, tuple] = {}
         self._plain: ir.Node | None = None
 
     start = 0
@@ -105,6 +106,19 @@ class StringExcept(ir.Stepper):
             else:
                 got = _runs(self._in_hex(*pos[1:]))
             self._specs[pos] = got
+        return got
+
+    def patches(self, pos) -> tuple[ir.Node, list[tuple[int, int, object]]] | None:
+        """At a trie node, every byte but the next letters and `\\` is read by
+        _FIRST_THEN_TAIL (see `_at_node_runs`): the moves of those few bytes alone."""
+        if not isinstance(pos, int):
+            return None
+        got = self._patches.get(pos)
+        if got is None:
+            moves = [(cp, ir.Stepper.GOTO, child) for cp, child in self._children[pos].items()
+                     if cp >= 0x20 and cp not in _QUOTE_BACKSLASH]
+            moves.append((0x5C, ir.Stepper.GOTO, ("\\", pos)))
+            got = self._patches[pos] = (_FIRST_THEN_TAIL, moves)
         return got
 
     def _at_node_runs(self, t: int) -> list[tuple[int, int, int, object]]:
