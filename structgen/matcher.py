@@ -192,12 +192,16 @@ class Matcher:
         if token_id in grammar._eos:
             self._stack.append(_TERMINATED)
             return True
-        # The mask computation built every table row on this token's path, and rows
-        # are never changed once built, so this walk needs no lock.
-        rows = grammar.dfa.table
-        for byte in grammar._token_bytes[token_id]:
-            state = rows[state, byte]
-        state = int(state)
+        if table.rows_built:
+            # The mask computation built every table row on this token's path, and rows
+            # are never changed once built, so this walk needs no lock.
+            rows = grammar.dfa.table
+            for byte in grammar._token_bytes[token_id]:
+                state = rows[state, byte]
+            state = int(state)
+        else:  # allowed without a walk (tokens.StateTokens.rows_built): build its path
+            with grammar.dfa._lock:
+                state = grammar.dfa.walk(state, grammar._token_bytes[token_id])
         table.next_state[token_id] = state  # one dict store: safe beside other threads
         self._stack.append(state)
         return True

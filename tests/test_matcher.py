@@ -336,12 +336,58 @@ def test_counted_run_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeni
         assert grammar.accepts_bytes(text.encode())
 
 
+def test_free_key_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer, monkeypatch):
+    """Inside a key of an object that allows undeclared properties, any plain ASCII text
+    goes on (as a declared name or an undeclared one): a state holding the key's
+    StringExcept takes every token made only of such bytes unwalked (LazyDFA.free_bytes)
+    and walks the others. Every visited state's mask must equal the oracle, and tokens
+    accepted through such a mask, whose paths were not built, advance to the right state."""
+    import json
+
+    from structgen.automata import tokens as tk
+
+    free = []
+    real = tk._walked_tokens
+    monkeypatch.setattr(tk, "_walked_tokens",
+                        lambda *a, **k: (free.append(a[2]) if k.get("free_piece") else None) or real(*a, **k))
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "nickname": {"type": "string"}, "age": {"type": "integer"},
+                       **{f"{letter}key": {"type": "null"} for letter in "bcdefghijklmopq"}},
+    }
+    texts = [json.dumps({"name": "x", "nickname": "y", "age": 1, "bkey": None, "ckey": None, "nam": 2, "nick": [3]}),
+             json.dumps({"age": 2, "dkey": None, "ekey": None, "n\u00e9": "z", "naME": {"name": 1}}),
+             r'{"name": "x", "n\"ame": 1, "a\\ge": 2, "name ": 3, "\u00e9t\u00e9": 4, "nick\u006e": 5}']
+    for _ in range(2):  # the second grammar finds the key's LoopSlice built
+        structgen.clear_cache()
+        grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+        visited = [sid for text in texts for sid in walk_text(grammar, text)]
+        for sid in dict.fromkeys(visited):
+            got = allowed_at(grammar, sid)
+            assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+            assert grammar.tokens_of(sid).num_allowed == len(got)
+    assert len(set(free)) >= 10, free
+    for text in texts:  # a fresh grammar: accepting a free token builds its path itself
+        structgen.clear_cache()
+        grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+        m = grammar.matcher()
+        data = b""
+        for tid in smollm2_tokenizer.encode(text, add_special_tokens=False):
+            m.fill_bitmask(structgen.allocate_bitmask(1, smollm2_vocab.vocab_size), 0)
+            assert m.accept_token(tid)
+            data += smollm2_vocab.token_bytes[tid]
+            assert m._stack[-1] == grammar.dfa.walk(grammar.dfa.start, data)
+        assert m.is_accepting()
+
+
 def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer, monkeypatch):
-    """Inside a key of an object that allows undeclared properties, the state after a
-    prefix of a declared name differs from the free rest of the key on a few bytes only:
-    its mask is copied from that state's and patched (tokens.near_state), and so is the
-    start of a key from the start of the previous one (a sibling). Every visited state's
-    mask must still equal the oracle, and both shortcuts must have been taken."""
+    """Inside a key of an object that allows undeclared properties and declares a name
+    that is not ASCII (so its keys are a tree of basic nodes, not a StringExcept with
+    free bytes), the state after a prefix of a declared name differs from the free rest
+    of the key on a few bytes only: its mask is copied from that state's and patched
+    (tokens.near_state), and so is the start of a key from the start of the previous one
+    (a sibling). Every visited state's mask must still equal the oracle, and both
+    shortcuts must have been taken."""
     import json
 
     from structgen.automata import tokens as tk
@@ -359,11 +405,11 @@ def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeniz
     monkeypatch.setattr(tk, "near_state", near_state)
     schema = {
         "type": "object",
-        "properties": {"name": {"type": "string"}, "nickname": {"type": "string"}, "age": {"type": "integer"},
+        "properties": {"name": {"type": "string"}, "nickname": {"type": "string"}, "\u00e2ge": {"type": "integer"},
                        **{f"{letter}key": {"type": "null"} for letter in "bcdefghijklmopq"}},
     }
-    texts = [json.dumps({"name": "x", "nickname": "y", "age": 1, "bkey": None, "ckey": None, "nam": 2, "nick": [3]}),
-             json.dumps({"age": 2, "dkey": None, "ekey": None, "n\u00e9": "z", "naME": {"name": 1}})]
+    texts = [json.dumps({"name": "x", "nickname": "y", "\u00e2ge": 1, "bkey": None, "ckey": None, "nam": 2, "nick": [3]}),
+             json.dumps({"\u00e2ge": 2, "dkey": None, "ekey": None, "n\u00e9": "z", "naME": {"name": 1}})]
     structgen.clear_cache()
     grammar = structgen.compile_json_schema(schema, smollm2_vocab)
     visited = [sid for text in texts for sid in walk_text(grammar, text)]

@@ -39,6 +39,7 @@ class LazyDFA:
         self._forced: dict[int, bytes] = {}
         self._has_exits: dict[int, bool] = {}
         self._base_rows: dict[int, tuple[list, np.ndarray, set[int]]] = {}
+        self._free: dict[int, np.ndarray | None] = {}
         self.start = self._intern(nfa.start) if nfa.start else DEAD
 
     @property
@@ -172,6 +173,19 @@ class LazyDFA:
     def _store_loops(self, sid: int) -> None:
         """Record, from its table row, the bytes on which state `sid` steps to itself."""
         self.loops[sid] = np.packbits(self.table[sid] == sid, bitorder="little").view("<u8")
+
+    def free_bytes(self, sid: int) -> np.ndarray | None:
+        """Bytes every string of which state `sid` reads without leaving the language,
+        as 4 x u64 (like `loops`), where its items vouch for more than its loops (the
+        name of an undeclared property: any plain text, though each letter of a declared
+        name leads to a state of its own); None otherwise."""
+        if sid in self._free:
+            return self._free[sid]
+        self.expand(sid)  # its loops are known once its row is built
+        bits = self.nfa.free_bytes(self._sets[sid])
+        free = np.array([(bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)], dtype=np.uint64)
+        got = self._free[sid] = free if bits and (free & ~self.loops[sid]).any() else None
+        return got
 
     def step(self, sid: int, byte: int) -> int:
         self.expand(sid)

@@ -496,6 +496,19 @@ class LazyNFA:
         replaced = [(byte, self._stepper_target(node, kind, arg, cont)) for byte, kind, arg in changed]
         return base, replaced, points
 
+    def free_bytes(self, items: frozenset) -> int:
+        """Bytes (bit b for byte b) every string of which the set `items` reads without
+        leaving the language, as far as one of its Stepper items vouches for it
+        (`ir.Stepper.free_bytes`); 0 when none does."""
+        best = 0
+        if self._has_steppers:
+            for item in items:
+                if item is not ACCEPT and isinstance(item[0], ir.Stepper):
+                    bits = item[0].free_bytes(item[1])
+                    if bits.bit_count() > best.bit_count():
+                        best = bits
+        return best
+
     def literal_chain(self, item, limit: int) -> list[tuple[int, frozenset]]:
         """For an item inside a byte string: (byte, items after it) for its next bytes,
         up to `limit` of them or the string's end (then: what follows it). Empty for any

@@ -332,6 +332,9 @@ class StateTokens:
     words: np.ndarray
     num_allowed: int
     next_state: dict[int, int] = field(default_factory=dict, compare=False)
+    # False when some allowed tokens were taken whole, unwalked (`LazyDFA.free_bytes`):
+    # the rows on their paths may not be built yet, so a walk must expand as it goes.
+    rows_built: bool = True
 
 
 # A state whose row differs from another's on at most this many bytes starts from that
@@ -465,6 +468,10 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
     this returns) maps a dominant target to the last state computed with it that was
     not near it."""
     dfa.expand(sid)
+    free = dfa.free_bytes(sid)
+    piece = trie.loop_slice(free) if free is not None else None
+    if piece is not None:
+        return _walked_tokens(dfa, trie, sid, None, free_piece=piece)
     dominant = dominant_target(dfa, sid)
     key = dominant[0] if siblings is not None and dominant is not None and dominant[0] != sid else None
     sibling = siblings.get(key) if key is not None else None
@@ -478,11 +485,12 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
     return table
 
 
-def _walked_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant) -> StateTokens:
+def _walked_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant, free_piece: LoopSlice | None = None) -> StateTokens:
     """`sid`'s mask from a walk of the trie, or of the part a LoopSlice or a counted
-    run leaves to walk."""
+    run leaves to walk. `free_piece`: the LoopSlice of bytes `sid` reads any string of
+    without looping (`LazyDFA.free_bytes`); its tokens are allowed unwalked."""
     eos_words, eos_count = trie.eos_words, trie.eos_ids.size
-    piece = trie.loop_slice(dfa.loops[sid]) if dfa.loops[sid].any() else None
+    piece = free_piece or (trie.loop_slice(dfa.loops[sid]) if dfa.loops[sid].any() else None)
     run = run_of(dfa, trie, sid, dominant) if piece is None else None
     nodes = np.zeros(1, dtype=np.int64)
     states = np.full(1, sid, dtype=np.int64)
@@ -501,7 +509,7 @@ def _walked_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant) -> StateTo
     if dfa.accepting[sid] and eos_count:
         words |= eos_words
         allowed += eos_count
-    return StateTokens(words=words, num_allowed=allowed)
+    return StateTokens(words=words, num_allowed=allowed, rows_built=free_piece is None)
 
 
 def _near_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, near, tokens_of) -> StateTokens:
@@ -510,7 +518,8 @@ def _near_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, near, tokens_of) -> St
     allowed from `sid` exactly when it is from t; the tokens of the other first bytes
     are cleared and walked from `sid`."""
     t, differ = near
-    words = tokens_of(t).words.view(np.uint32).copy()
+    near_tokens = tokens_of(t)
+    words = near_tokens.words.view(np.uint32).copy()
     eos_words = trie.eos_words.view(np.uint32)
     words &= ~eos_words
     nodes, states = [], []
@@ -529,7 +538,8 @@ def _near_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, near, tokens_of) -> St
         _walk_from(dfa, trie, np.asarray(nodes, dtype=np.int64), np.asarray(states, dtype=np.int64), words)
     if dfa.accepting[sid]:
         words |= eos_words
-    return StateTokens(words=words.view(np.int32), num_allowed=int(np.bitwise_count(words).sum()))
+    return StateTokens(words=words.view(np.int32), num_allowed=int(np.bitwise_count(words).sum()),
+                       rows_built=near_tokens.rows_built)
 
 
 def _walk_from(dfa: LazyDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndarray, words: np.ndarray) -> int:

@@ -218,6 +218,13 @@ class Stepper(Node):
     def size(self) -> int:
         raise NotImplementedError
 
+    def free_bytes(self, pos) -> int:
+        """A set of bytes (bit b for byte b) such that this node reads every string of
+        them from `pos` without leaving its language. Optional (0: none claimed); a
+        token made only of such bytes is then allowed from any state holding `pos`,
+        without walking it (the name of an undeclared property takes any plain text)."""
+        return 0
+
     def patches(self, pos) -> tuple[Node, list[tuple[int, int, object]]] | None:
         """(node, moves) when every byte that `spec(pos)` lists in no GOTO or ENTER run
         STEPs into one `node`: `moves` are (byte, kind, arg) for the bytes that do not,

@@ -40,6 +40,9 @@ _ANY_HEX = ir.byteset(_HEX_DIGITS)
 _SHORT_ESCAPE_OF = {letter: cp for cp, letter in C.JSON_SHORT_ESCAPES.items()}  # letter byte -> code point
 _HIGH, _LOW = (0xD800, 0xDBFF), (0xDC00, 0xDFFF)
 _QUOTE_BACKSLASH = (0x22, 0x5C)  # the ASCII characters JSON_RAW leaves out, besides controls
+# The ASCII characters JSON writes raw, as a byte set: from any node of the names' trie each
+# of them either goes on in the trie or leaves it for the free rest, which takes them all.
+_RAW_ASCII = sum(1 << b for lo, hi in C.intersect(C.JSON_RAW, ((0, 0x7F),)) for b in range(lo, hi + 1))
 
 
 def _hex_value(b: int) -> int:
@@ -107,6 +110,10 @@ class StringExcept(ir.Stepper):
                 got = _runs(self._in_hex(*pos[1:]))
             self._specs[pos] = got
         return got
+
+    def free_bytes(self, pos) -> int:
+        """Any raw ASCII text reads from a trie node (not from inside an escape)."""
+        return _RAW_ASCII if isinstance(pos, int) else 0
 
     def patches(self, pos) -> tuple[ir.Node, list[tuple[int, int, object]]] | None:
         """At a trie node, every byte but the next letters and `\\` is read by
