@@ -21,9 +21,15 @@ survives all its bytes. These keep it short:
     one again to one state (the characters of a string with a maxLength, one count
     after another), allows the tokens of that slice up to the run's length: they are
     taken by length from the slice, and only the other tokens are walked (`run_of`);
+  * a state that does not loop but reads any string of some bytes without dying (the
+    name of an undeclared property at a prefix of the declared names: each letter goes
+    on in the names' trie or leaves it for the free rest, `LazyDFA.free_bytes`) allows
+    every token of that set's slice without walking it, and walks only the others; the
+    rows on an allowed token's path are built when it is accepted;
   * a state whose row differs from another state's on a few bytes only (a prefix of a
-    declared key against the free rest of an undeclared one) copies that state's mask
-    and walks only the subtrees of those first bytes (`near_state`).
+    declared key against the free rest of an undeclared one, where the names are not
+    all ASCII) copies that state's mask and walks only the subtrees of those first
+    bytes (`near_state`).
 The DFA is lazy: the walk stops at states whose rows are not built yet and hands them
 back; they are expanded in Python and the walk resumes from where it stopped.
 """
