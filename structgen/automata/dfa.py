@@ -183,9 +183,13 @@ class LazyDFA:
             return self._free[sid]
         self.expand(sid)  # its loops are known once its row is built
         bits = self.nfa.free_bytes(self._sets[sid])
-        free = np.array([(bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)], dtype=np.uint64)
-        got = self._free[sid] = free if bits and (free & ~self.loops[sid]).any() else None
-        return got
+        free = None
+        if bits:
+            free = np.array([(bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)], dtype=np.uint64)
+            if not (free & ~self.loops[sid]).any():
+                free = None  # no more than its loops: the LoopSlice path covers it
+        self._free[sid] = free
+        return free
 
     def step(self, sid: int, byte: int) -> int:
         self.expand(sid)

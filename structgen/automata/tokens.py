@@ -491,7 +491,8 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
     return table
 
 
-def _walked_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant, free_piece: LoopSlice | None = None) -> StateTokens:
+def _walked_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant,
+                   free_piece: LoopSlice | None = None) -> StateTokens:
     """`sid`'s mask from a walk of the trie, or of the part a LoopSlice or a counted
     run leaves to walk. `free_piece`: the LoopSlice of bytes `sid` reads any string of
     without looping (`LazyDFA.free_bytes`); its tokens are allowed unwalked."""
