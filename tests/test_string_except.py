@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.nfa import LazyNFA, ir_accepts
+from structgen.automata.nfa import ACCEPT, LazyNFA, ir_accepts
 from structgen.grammar import ir
 from structgen.grammar.string_except import StringExcept
 
@@ -89,6 +89,34 @@ def test_string_except_matches_its_plain_tree_and_json(names, picks, choices, cu
                 assert value is not None and value not in names, (names, data)
             elif value is not None and value not in names and not _lone_surrogate_first(value, names):
                 pytest.fail(f"rejected {data!r}, a valid string that is not one of {names!r}")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    names=names_st,
+    which=st.integers(0, 6),
+    keep=st.integers(0, 4),
+    choices=st.lists(st.integers(0, 3), min_size=1, max_size=5),
+    picks=st.lists(st.integers(0, 255), max_size=12),
+)
+def test_free_bytes_read_any_string_of_them(names, which, keep, choices, picks):
+    """What `free_bytes` claims at a node of the names' trie, on which the masks take
+    tokens unwalked (tokens.state_tokens): every string of those bytes goes on from
+    there. The node is reached by a spelled prefix of a declared name (escapes decoded
+    on the way), then any string of free bytes must keep the automaton alive."""
+    node = StringExcept(names)
+    free = [b for b in range(256) if node.free_bytes(0) >> b & 1]
+    assert len(free) == 94 and 0x22 not in free and 0x5C not in free and all(b < 0x80 for b in free)
+    assert node.free_bytes(("\\", 0)) == 0  # inside an escape: nothing claimed
+    pool = names + ["", "a"]
+    text = pool[which % len(pool)][:keep]
+    data = spell(text, choices) + bytes(free[p % len(free)] for p in picks)
+    nfa = LazyNFA(node)
+    current = nfa.start
+    for i, b in enumerate(data):
+        current = {t for item in current if item is not ACCEPT
+                   for lo, hi, target in nfa.moves(item) if lo <= b <= hi for t in target}
+        assert current, (names, data[: i + 1])
 
 
 def _lone_surrogate_first(value: str, names: list[str]) -> bool:
