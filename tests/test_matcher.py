@@ -46,6 +46,14 @@ def allowed_at(grammar: CompiledGrammar, sid: int) -> set[int]:
     return set(matcher.allowed_token_ids().tolist())
 
 
+def assert_masks_match_oracle(grammar: CompiledGrammar, states, vocab) -> None:
+    """Each state's mask, through fill_bitmask, is the oracle's, and so is its count."""
+    for sid in dict.fromkeys(states):
+        got = allowed_at(grammar, sid)
+        assert got == oracle_allowed(grammar, sid, vocab), f"state {sid}"
+        assert grammar.tokens_of(sid).num_allowed == len(got)
+
+
 JSONISH = ir.seq(
     ir.lit('{"name": "'),
     ir.rep(ir.alt(ir.byteset([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)]), ir.lit("\\n")), 0, None),
@@ -63,9 +71,7 @@ def test_masks_equal_bruteforce_oracle(smollm2_vocab):
     for b in text:
         sid = grammar.dfa.walk(sid, bytes([b]))
         visited.append(sid)
-    for sid in dict.fromkeys(visited):
-        got = allowed_at(grammar, sid)
-        assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+    assert_masks_match_oracle(grammar, visited, smollm2_vocab)
 
 
 def test_accept_rollback_and_eos(smollm2_vocab, smollm2_tokenizer):
@@ -324,10 +330,7 @@ def test_counted_run_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeni
             grammar.tokens_of(sid)
     lengths = [n for n in runs if n is not None]
     assert tk.RUN_MAX in lengths and any(n < tk.RUN_MAX for n in lengths), lengths
-    for sid in dict.fromkeys(visited):
-        got = allowed_at(grammar, sid)
-        assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
-        assert grammar.tokens_of(sid).num_allowed == len(got)
+    assert_masks_match_oracle(grammar, visited, smollm2_vocab)
     for text in texts:
         m = grammar.matcher()
         for tid in smollm2_tokenizer.encode(text, add_special_tokens=False):
@@ -362,10 +365,7 @@ def test_free_key_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer
         structgen.clear_cache()
         grammar = structgen.compile_json_schema(schema, smollm2_vocab)
         visited = [sid for text in texts for sid in walk_text(grammar, text)]
-        for sid in dict.fromkeys(visited):
-            got = allowed_at(grammar, sid)
-            assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
-            assert grammar.tokens_of(sid).num_allowed == len(got)
+        assert_masks_match_oracle(grammar, visited, smollm2_vocab)
     assert len(set(free)) >= 10, free
     for text in texts:  # a fresh grammar: accepting a free token builds its path itself
         structgen.clear_cache()
@@ -413,10 +413,7 @@ def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeniz
     structgen.clear_cache()
     grammar = structgen.compile_json_schema(schema, smollm2_vocab)
     visited = [sid for text in texts for sid in walk_text(grammar, text)]
-    for sid in dict.fromkeys(visited):
-        got = allowed_at(grammar, sid)
-        assert got == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
-        assert grammar.tokens_of(sid).num_allowed == len(got)
+    assert_masks_match_oracle(grammar, visited, smollm2_vocab)
     assert len(used) >= 5, used
     # the start of a key after each property of many: near the start after the previous one
     assert from_sibling, "no state started from a sibling's mask"
@@ -523,8 +520,7 @@ def test_lexeme_space_is_shared_and_replaced_when_full(smollm2_vocab, smollm2_to
     assert third.dfa.nfa._space is not first.dfa.nfa._space
     for grammar, data in ((first, text), (third, text)):
         visited = walk_text(grammar, data)
-        for sid in dict.fromkeys(visited):
-            assert allowed_at(grammar, sid) == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+        assert_masks_match_oracle(grammar, visited, smollm2_vocab)
         m = grammar.matcher()
         for tid in smollm2_tokenizer.encode(data, add_special_tokens=False):
             assert m.accept_token(tid)
