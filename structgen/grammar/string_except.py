@@ -116,8 +116,9 @@ class StringExcept(ir.Stepper):
         return _RAW_ASCII if isinstance(pos, int) else 0
 
     def patches(self, pos) -> tuple[ir.Node, list[tuple[int, int, object]]] | None:
-        """At a trie node, every byte but the next letters and `\\` is read by
-        _FIRST_THEN_TAIL (see `_at_node_runs`): the moves of those few bytes alone."""
+        """At a trie node, every byte but the next letters (names are ASCII: one byte
+        each) and `\\` is read by _FIRST_THEN_TAIL: the moves of those few bytes alone
+        (`_at_node_runs` writes the whole spec from them)."""
         if not isinstance(pos, int):
             return None
         got = self._patches.get(pos)
@@ -129,18 +130,14 @@ class StringExcept(ir.Stepper):
         return got
 
     def _at_node_runs(self, t: int) -> list[tuple[int, int, int, object]]:
-        """The spec at trie node t: each next letter that JSON writes raw goes on in the
-        trie, `\\` starts an escape, every other byte is read raw by _FIRST_THEN_TAIL.
-        Written out directly (not through `_runs`): every key prefix a token reaches
-        asks for it once."""
-        listed = [(cp, child) for cp, child in self._children[t].items() if cp >= 0x20 and cp not in _QUOTE_BACKSLASH]
-        listed.append((0x5C, ("\\", t)))
-        listed.sort(key=lambda pair: pair[0])
+        """The spec at trie node t: the moves of `patches` (each next letter that JSON
+        writes raw goes on in the trie, `\\` starts an escape), every other byte read
+        raw by _FIRST_THEN_TAIL. Written out directly (not through `_runs`)."""
         out, b = [], 0
-        for byte, arg in listed:  # names are ASCII: one byte per letter
+        for byte, kind, arg in sorted(self.patches(t)[1], key=lambda move: move[0]):
             if byte > b:
                 out.append((b, byte - 1, ir.Stepper.STEP, _FIRST_THEN_TAIL))
-            out.append((byte, byte, ir.Stepper.GOTO, arg))
+            out.append((byte, byte, kind, arg))
             b = byte + 1
         if b < 256:
             out.append((b, 255, ir.Stepper.STEP, _FIRST_THEN_TAIL))
