@@ -11,6 +11,7 @@ CPU clock, which time spent descheduled does not advance.
 
     python benchmarks/mask_ab.py --base HEAD~1                 # HEAD~1 vs the working tree
     python benchmarks/mask_ab.py --base 3c87a63 --new HEAD --schemas 300 --seed 1
+    python benchmarks/mask_ab.py --base HEAD --new HEAD --new-env STRUCTGEN_AUTOMATON=flat
 
 Prints, per version: tokens, TBM mean/p50/p90/p99/p99.9 and total (us, s), and TTFM
 p50/p90 (ms); then the new/base ratios. Reads ../shared/data/maskbench-dev; must not
@@ -20,11 +21,13 @@ write anything outside its temporary folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import glob
 import importlib
 import io
 import json
+import os
 import random
 import re
 import subprocess
@@ -70,18 +73,49 @@ def load_instances(tokenizer, count: int, seed: int) -> list[tuple[dict, list[li
     return out
 
 
-def measure(packages: dict, vocabs: dict, data: list) -> dict[str, dict[str, list[int]]]:
-    """Per version: every token's mask + advance time and every schema's TTFM, in ns."""
+@contextlib.contextmanager
+def environment(settings: dict[str, str]):
+    """Environment variables set for the duration (a version's settings, `--new-env`)."""
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def warm_up(sg, vocab, tokenizer) -> None:
+    """Build the vocabulary's token trie and load (or compile) the compiled code a walk
+    uses, outside the timings."""
+    mask = sg.allocate_bitmask(1, vocab.vocab_size)
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 80}}}
+    grammar = sg.compile_json_schema(schema, vocab, timeout_s=600)  # compiled code may build now
+    matcher = grammar.matcher()
+    for token in tokenizer.encode('{"a": "warm up", "b": [1, 2.5, null]}', add_special_tokens=False):
+        matcher.fill_bitmask(mask, 0)
+        matcher.accept_token(token)
+    sg.clear_cache()
+
+
+def measure(packages: dict, vocabs: dict, data: list, envs: dict | None = None) -> dict[str, dict[str, list[int]]]:
+    """Per version: every token's mask + advance time and every schema's TTFM, in ns.
+    `envs`: environment variables set while a version compiles."""
     clock = time.thread_time_ns
     times = {v: {"tbm": [], "ttfm": []} for v in packages}
     masks = {v: packages[v].allocate_bitmask(1, vocabs[v].vocab_size) for v in packages}
+    envs = envs or {}
     for i, (schema, tests) in enumerate(data):
         for v in (VERSIONS if i % 2 == 0 else VERSIONS[::-1]):
             sg, vocab, mask = packages[v], vocabs[v], masks[v]
             sg.clear_cache()
             start = clock()
             try:
-                grammar = sg.compile_json_schema(schema, vocab)
+                with environment(envs.get(v, {})):
+                    grammar = sg.compile_json_schema(schema, vocab)
                 grammar.matcher().fill_bitmask(mask, 0)
             except Exception:  # refused schemas: both versions should agree; not timed
                 continue
@@ -120,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--new", default=None, help="git revision measured as 'new' (default: the working tree)")
     ap.add_argument("--schemas", type=int, default=150, help="maskbench-dev schemas (seeded random sample)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--new-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="environment variable set while 'new' compiles (repeatable)")
     args = ap.parse_args(argv)
 
     from structgen.default_model import load_default_tokenizer
@@ -131,13 +167,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, tmp)
         packages = {v: importlib.import_module("sg_" + v) for v in VERSIONS}
         vocabs = {v: packages[v].Vocabulary.from_tokenizer(tokenizer) for v in VERSIONS}
-        for v in VERSIONS:  # per-vocabulary setup (token trie, compiled walk), untimed
-            packages[v].compile_choice(["ready"], vocabs[v]).matcher().fill_bitmask(
-                packages[v].allocate_bitmask(1, vocabs[v].vocab_size), 0)
+        envs = {"new": dict(item.split("=", 1) for item in args.new_env)}
         data = load_instances(tokenizer, args.schemas, args.seed)
+        for v in VERSIONS:  # per-vocabulary setup (token trie, compiled code), untimed
+            with environment(envs.get(v, {})):
+                warm_up(packages[v], vocabs[v], tokenizer)
         gc.collect()
         gc.freeze()
-        times = measure(packages, vocabs, data)
+        times = measure(packages, vocabs, data, envs)
     print(f"{args.schemas} maskbench-dev schemas (seed {args.seed}); base = {args.base}, "
           f"new = {args.new or 'working tree'}; thread CPU time, interleaved per schema")
     print(table(times))

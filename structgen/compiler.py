@@ -11,13 +11,17 @@ engine.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from structgen.automata.dfa import LazyDFA
+from structgen.automata.flat import FlatDFA, FlatUnsupported
 from structgen.automata.nfa import LazyNFA
 from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError
 from structgen.grammar import ir
@@ -73,6 +77,8 @@ def _build(
     max_dfa_states: int,
     timeout_s: float,
 ) -> CompiledGrammar:
+    if _flat_automaton():
+        _load_flat_code(vocab)  # machine code built (or loaded) once, outside the budget
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
     node = make_ir(deadline)
@@ -83,13 +89,47 @@ def _build(
             "(raise max_states, or tighten large bounds such as maxLength/maxItems)"
         )
     nfa = LazyNFA(node)
-    dfa = LazyDFA(nfa, max_states=max_dfa_states)
+    dfa = _automaton(nfa, max_dfa_states)
     if dfa.start < 0:
         raise SchemaError(f"the {kind} admits no value at all (its language is empty)", "")
     if time.monotonic() > deadline:
         raise GrammarTooLargeError(f"compiling the {kind} exceeded its {timeout_s:g} s budget")
     stats = {"compile_s": time.perf_counter() - t0, "ir_size": size}
     return CompiledGrammar(kind, source, dfa, vocab, stats)
+
+
+def _flat_automaton() -> bool:
+    return os.environ.get("STRUCTGEN_AUTOMATON") == "flat"
+
+
+_flat_code_loaded: set[str] = set()
+
+
+def _load_flat_code(vocab) -> None:
+    """Run the compiled automaton once on a small grammar, so that numba builds its
+    machine code (~1 min on a fresh machine, then read from its cache in ~2 s) before a
+    compile budget or a first mask is timed. Once per vocabulary (its token walk)."""
+    if vocab.fingerprint in _flat_code_loaded:
+        return
+    nfa = LazyNFA(ir.seq(ir.lit('{"a": '), ir.rep(ir.byte_range(0x30, 0x39), 1, None), ir.lit("}")))
+    grammar = CompiledGrammar("warm-up", "", FlatDFA(nfa), vocab)
+    matcher = grammar.matcher()
+    grammar.tokens_of(grammar.dfa.start)
+    grammar.dfa.expand_all(np.arange(grammar.dfa.num_states, dtype=np.int64))
+    matcher.accept_bytes(b'{"a": 1')
+    _flat_code_loaded.add(vocab.fingerprint)
+
+
+def _automaton(nfa: LazyNFA, max_dfa_states: int):
+    """The lazy DFA of a grammar: the Python one (`dfa.LazyDFA`), or with
+    STRUCTGEN_AUTOMATON=flat the compiled one (`flat.FlatDFA`, experimental: faster
+    first visits, slower compiles) where it takes the grammar."""
+    if _flat_automaton():
+        try:
+            return FlatDFA(nfa, max_states=max_dfa_states)
+        except FlatUnsupported:
+            pass
+    return LazyDFA(nfa, max_states=max_dfa_states)
 
 
 # Where an output's tokens start the states worth computing ahead: after each comma and

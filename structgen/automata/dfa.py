@@ -25,12 +25,14 @@ DEAD = -1  # no transition: the byte leaves the language
 LITERAL_CHAIN = 16  # rows built at once for the bytes ahead in a literal (a token's length)
 
 
-class LazyDFA:
-    def __init__(self, nfa: LazyNFA, *, max_states: int = 200_000):
-        self.nfa = nfa
+class TableDFA:
+    """The dense table of a lazily built DFA and what is read from it: `table[s]` is
+    state s's row once `expanded[s]`, `loops[s]` the bytes that lead back to s (4 x
+    u64), `accepting[s]`; walks, exits and forced bytes. A subclass builds the rows
+    (`expand`) and counts its states."""
+
+    def __init__(self, max_states: int):
         self.max_states = max_states
-        self._sets: list[frozenset[int]] = []
-        self._index: dict[frozenset[int], int] = {}
         self._lock = threading.RLock()
         self.table = np.empty((64, 256), dtype=np.int32)  # a row is set when its state is expanded
         self.expanded = np.zeros(64, dtype=bool)
@@ -38,6 +40,92 @@ class LazyDFA:
         self.accepting = np.zeros(64, dtype=bool)
         self._forced: dict[int, bytes] = {}
         self._has_exits: dict[int, bool] = {}
+
+    def expand(self, sid: int) -> None:
+        raise NotImplementedError
+
+    def free_bytes(self, sid: int) -> np.ndarray | None:
+        """Bytes every string of which state `sid` reads without leaving the language,
+        where that is more than its loops (4 x u64), or None."""
+        return None
+
+    def too_many_states(self) -> GrammarTooLargeError:
+        return GrammarTooLargeError(f"grammar automaton grew past {self.max_states:,} states while decoding")
+
+    def expand_all(self, sids: np.ndarray) -> None:
+        """Build the rows of several states (int64 array)."""
+        for sid in sids.tolist():
+            self.expand(sid)
+
+    def _grow(self) -> None:
+        """Double the per-state arrays. The new rows of the table are left unwritten:
+        a row is read only once `expanded` says it is built, and writing them here would
+        touch (fault in) every page of the new block at once."""
+        size = self.table.shape[0]
+        table = np.empty((2 * size, 256), dtype=np.int32)
+        table[:size] = self.table
+        self.table = table
+        self.expanded = np.concatenate([self.expanded, np.zeros(size, bool)])
+        self.loops = np.concatenate([self.loops, np.zeros((size, 4), np.uint64)])
+        self.accepting = np.concatenate([self.accepting, np.zeros(size, bool)])
+
+    def _store_loops(self, sid: int) -> None:
+        """Record, from its table row, the bytes on which state `sid` steps to itself."""
+        self.loops[sid] = np.packbits(self.table[sid] == sid, bitorder="little").view("<u8")
+
+    def step(self, sid: int, byte: int) -> int:
+        self.expand(sid)
+        return int(self.table[sid, byte])
+
+    def walk(self, sid: int, data: bytes) -> int:
+        for b in data:
+            if sid < 0:
+                return DEAD
+            sid = self.step(sid, b)
+        return sid
+
+    def has_exits(self, sid: int) -> bool:
+        cached = self._has_exits.get(sid)
+        if cached is None:
+            self.expand(sid)
+            cached = self._has_exits[sid] = bool((self.table[sid] >= 0).any())
+        return cached
+
+    def known_has_exits(self, sid: int) -> bool | None:
+        """`has_exits(sid)` if already computed, else None (safe without the lock)."""
+        return self._has_exits.get(sid)
+
+    def known_forced_bytes(self, sid: int) -> bytes | None:
+        """`forced_bytes(sid)` if already computed, else None (safe without the lock)."""
+        return self._forced.get(sid)
+
+    def forced_bytes(self, sid: int, limit: int = 4096) -> bytes:
+        """Bytes every continuation from `sid` must start with (empty if accepting
+        or if more than one byte may come next)."""
+        cached = self._forced.get(sid)
+        if cached is not None:
+            return cached
+        out = bytearray()
+        cur = sid
+        while cur >= 0 and len(out) < limit and not self.accepting[cur]:
+            self.expand(cur)
+            exits = np.flatnonzero(self.table[cur] >= 0)
+            if exits.size != 1:
+                break
+            b = int(exits[0])
+            out.append(b)
+            cur = int(self.table[cur, b])
+        result = bytes(out)
+        self._forced[sid] = result
+        return result
+
+
+class LazyDFA(TableDFA):
+    def __init__(self, nfa: LazyNFA, *, max_states: int = 200_000):
+        super().__init__(max_states)
+        self.nfa = nfa
+        self._sets: list[frozenset[int]] = []
+        self._index: dict[frozenset[int], int] = {}
         self._base_rows: dict[int, tuple[list, np.ndarray, set[int]]] = {}
         self._free: dict[int, np.ndarray | None] = {}
         self.start = self._intern(nfa.start) if nfa.start else DEAD
@@ -57,9 +145,7 @@ class LazyDFA:
             return sid
         sid = len(self._sets)
         if sid >= self.max_states:
-            raise GrammarTooLargeError(
-                f"grammar automaton grew past {self.max_states:,} states while decoding"
-            )
+            raise self.too_many_states()
         if sid >= self.table.shape[0]:
             self._grow()
         self._sets.append(nfa_states)
@@ -67,18 +153,6 @@ class LazyDFA:
         if ACCEPT in nfa_states:  # most states are not: skip the numpy store (zeroed)
             self.accepting[sid] = True
         return sid
-
-    def _grow(self) -> None:
-        """Double the per-state arrays. The new rows of the table are left unwritten:
-        a row is read only once `expanded` says it is built, and writing them here would
-        touch (fault in) every page of the new block at once."""
-        size = self.table.shape[0]
-        table = np.empty((2 * size, 256), dtype=np.int32)
-        table[:size] = self.table
-        self.table = table
-        self.expanded = np.concatenate([self.expanded, np.zeros(size, bool)])
-        self.loops = np.concatenate([self.loops, np.zeros((size, 4), np.uint64)])
-        self.accepting = np.concatenate([self.accepting, np.zeros(size, bool)])
 
     def expand(self, sid: int) -> None:
         """Build the table row of DFA state `sid` (idempotent)."""
@@ -170,10 +244,6 @@ class LazyDFA:
                 self._store_loops(states[i])
         self.expanded[rows] = True
 
-    def _store_loops(self, sid: int) -> None:
-        """Record, from its table row, the bytes on which state `sid` steps to itself."""
-        self.loops[sid] = np.packbits(self.table[sid] == sid, bitorder="little").view("<u8")
-
     def free_bytes(self, sid: int) -> np.ndarray | None:
         """Bytes every string of which state `sid` reads without leaving the language,
         as 4 x u64 (like `loops`), where its items vouch for more than its loops (the
@@ -190,49 +260,3 @@ class LazyDFA:
                 free = None  # no more than its loops: the LoopSlice path covers it
         self._free[sid] = free
         return free
-
-    def step(self, sid: int, byte: int) -> int:
-        self.expand(sid)
-        return int(self.table[sid, byte])
-
-    def walk(self, sid: int, data: bytes) -> int:
-        for b in data:
-            if sid < 0:
-                return DEAD
-            sid = self.step(sid, b)
-        return sid
-
-    def has_exits(self, sid: int) -> bool:
-        cached = self._has_exits.get(sid)
-        if cached is None:
-            self.expand(sid)
-            cached = self._has_exits[sid] = bool((self.table[sid] >= 0).any())
-        return cached
-
-    def known_has_exits(self, sid: int) -> bool | None:
-        """`has_exits(sid)` if already computed, else None (safe without the lock)."""
-        return self._has_exits.get(sid)
-
-    def known_forced_bytes(self, sid: int) -> bytes | None:
-        """`forced_bytes(sid)` if already computed, else None (safe without the lock)."""
-        return self._forced.get(sid)
-
-    def forced_bytes(self, sid: int, limit: int = 4096) -> bytes:
-        """Bytes every continuation from `sid` must start with (empty if accepting
-        or if more than one byte may come next)."""
-        cached = self._forced.get(sid)
-        if cached is not None:
-            return cached
-        out = bytearray()
-        cur = sid
-        while cur >= 0 and len(out) < limit and not self.accepting[cur]:
-            self.expand(cur)
-            exits = np.flatnonzero(self.table[cur] >= 0)
-            if exits.size != 1:
-                break
-            b = int(exits[0])
-            out.append(b)
-            cur = int(self.table[cur, b])
-        result = bytes(out)
-        self._forced[sid] = result
-        return result

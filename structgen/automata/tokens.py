@@ -31,7 +31,8 @@ survives all its bytes. These keep it short:
     all ASCII) copies that state's mask and walks only the subtrees of those first
     bytes (`near_state`).
 The DFA is lazy: the walk stops at states whose rows are not built yet and hands them
-back; they are expanded in Python and the walk resumes from where it stopped.
+back; they are expanded in Python and the walk resumes from where it stopped. Over a
+compiled automaton (`flat.FlatDFA`) the walk builds those rows itself and goes on.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import numba
 import numpy as np
 
 from structgen.automata.dfa import LazyDFA
+from structgen.automata.flat import FlatDFA, expand_rows
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -552,6 +554,8 @@ def _near_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, near, tokens_of) -> St
 def _walk_from(dfa: LazyDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndarray, words: np.ndarray) -> int:
     """Run `_walk` from (node, state) pairs, expanding the rows it stops at, until done;
     returns how many tokens it allowed."""
+    if isinstance(dfa, FlatDFA):
+        return _walk_from_flat(dfa, trie, nodes, states, words)
     allowed = 0
     while nodes.size:
         count, nodes, states = _walk(
@@ -559,6 +563,45 @@ def _walk_from(dfa: LazyDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndar
             trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words,
         )
         allowed += count
-        for state in set(states.tolist()):
-            dfa.expand(state)
+        if states.size:
+            dfa.expand_all(np.unique(states))
     return allowed
+
+
+# Rows a compiled walk may build before it hands back to Python for room in the table.
+WALK_ROWS = 16
+
+
+def _walk_from_flat(dfa: FlatDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndarray, words: np.ndarray) -> int:
+    """`_walk_from` over a compiled automaton: the walk builds the rows it stops at
+    itself (`flat.expand_rows`) and goes on, instead of returning to Python for each."""
+    allowed = 0
+    with dfa._lock:
+        while nodes.size:
+            count, nodes, states = dfa.run(_walk_building, lambda: (
+                dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
+                trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words), rows=WALK_ROWS)
+            allowed += count
+            if dfa.num_states > dfa.max_states:
+                raise dfa.too_many_states()
+    return allowed
+
+
+@numba.njit(nogil=True, cache=True)
+def _walk_building(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label,
+                   s0, s1, s2, s3, s4, s5, s6, s7, s8, table, expanded, loops, accepting,
+                   edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
+                   nodes, states, words, max_items, max_nesting):
+    """`_walk`, then the rows it stopped at, then `_walk` again from there, until done or
+    the table is out of room: (tokens allowed, the (node, state) pairs left)."""
+    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label)
+    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
+    allowed = 0
+    while nodes.size:
+        count, nodes, states = _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start,
+                                     token_ids, subtree_end, below, nodes, states, words)
+        allowed += count
+        if nodes.size and expand_rows(g, st, table, expanded, loops, accepting, np.unique(states),
+                                      max_items, max_nesting) == 0:
+            break  # no room for another row: Python grows the table
+    return allowed, nodes, states

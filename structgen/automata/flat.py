@@ -1,0 +1,777 @@
+"""A lazy DFA whose closures and rows are built in compiled code (numba).
+
+Owns: the flattening of an `ir.Node` graph into arrays (`FlatIR`), and `FlatDFA`, a
+lazily determinized automaton over it with the table interface of `dfa.LazyDFA`
+(`table`, `expanded`, `loops`, `accepting`, `expand`). The semantics are those of
+`nfa.LazyNFA`: an item is a leaf (a byte of a `Bytes`, a `ByteSet`) with an interned
+continuation (a chain of frames: the rest of a Concat, its last item, the next
+iteration of a Repeat, the next state of a Graph), `Ref`s are entered with the
+continuation they were reached with (a pushdown automaton), and a DFA state is a set of
+items. Only the representation differs: nodes, frames, items and item sets are
+integers in arrays and typed dicts, so building a row -- the closures of what each
+byte leads to, their unions, interning them as states -- runs as machine code instead
+of as Python objects (a first visit of a grammar state builds ~10 rows, ~100 us each in
+Python: most of the time of the slowest mask steps).
+
+What it does not take: `Members` (objects in any order), whose states are made by
+Python code, and IRs past MAX_FLAT_NODES; it says so (`FlatUnsupported`) and the
+compiler keeps the Python automaton. A `Stepper` is flattened as its `plain()` tree, and
+lexemes as the basic nodes they are (so the Python automaton's shortcuts for them --
+free bytes, key-prefix rows, the shared lexeme DFA -- do not apply here).
+
+Experimental: the compiler uses it only with STRUCTGEN_AUTOMATON=flat. Flattening the
+whole IR at compile time (Python, ~15 us a node) makes compiles ~3x slower for now.
+The store is numpy arrays grown by the Python side between calls (`FlatDFA.run`); the
+token walk drives `expand_rows` from compiled code (`tokens._walk_building`).
+Must not know about tokens, vocabularies or the engine.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numba
+import numpy as np
+
+from structgen.automata.dfa import DEAD, TableDFA
+from structgen.automata.nfa import MAX_RULE_NESTING, MAX_STATE_ITEMS, LazyNFA, too_ambiguous
+from structgen.errors import GrammarTooLargeError
+from structgen.grammar import ir
+
+K_BYTES, K_BYTESET, K_CONCAT, K_ALT, K_REPEAT, K_GRAPH, K_REF = range(7)
+F_C, F_L, F_R, F_G = 1, 2, 3, 4  # frame kinds: rest of a Concat, last item, Repeat, Graph state
+OP_ENTER, OP_RESUME, OP_GRAPH = 0, 1, 2  # closure work items
+DONE = 0  # the empty continuation (frame 0)
+ACCEPT = 0  # item 0: the whole input matched (the smallest id: first in a sorted set)
+MAX_FLAT_NODES = 200_000  # past this the IR is flattened too slowly for a compile
+
+
+class FlatUnsupported(Exception):
+    """The IR uses a node kind the flat automaton does not take (the caller keeps the
+    Python one)."""
+
+
+class FlatIR:
+    """An IR graph as arrays: per node id its kind and three ints (a, b, c), with pools.
+
+    BYTES a = offset in `data`, b = length;  BYTESET a = row of `bitsets` (4 x u64);
+    CONCAT a = offset in `kids`, b = count;  ALT the same, live branches only;
+    REPEAT a = item, b = min, c = max (-1: unbounded);  REF a = target;
+    GRAPH a = offset of its states in the graph pools, b = start state. Graph state g
+    (offset + state) is final when `g_final[g]`; its usable edges are
+    `g_edge_start[g]:g_edge_start[g + 1]` into `g_dst`, `g_label` (-1: epsilon).
+    `nonempty[n]`: the node's language has a string (every item can reach acceptance)."""
+
+    def __init__(self, root: ir.Node, nfa: LazyNFA):
+        self._nfa = nfa
+        self._ids: dict[int, int] = {}
+        self._nodes: list[ir.Node] = []
+        self.kind: list[int] = []
+        self.a: list[int] = []
+        self.b: list[int] = []
+        self.c: list[int] = []
+        self.kids: list[int] = []
+        self.data = bytearray()
+        self.bitsets: list[tuple[int, int, int, int]] = []
+        self.g_final: list[bool] = []
+        self.g_edge_start: list[int] = [0]
+        self.g_dst: list[int] = []
+        self.g_label: list[int] = []
+        self.root = self._flatten(root)
+        nonempty = [nfa.nonempty(n) for n in self._nodes]
+        self.arrays = (
+            np.asarray(self.kind, dtype=np.int64), np.asarray(self.a, dtype=np.int64),
+            np.asarray(self.b, dtype=np.int64), np.asarray(self.c, dtype=np.int64),
+            np.asarray(self.kids, dtype=np.int64), np.frombuffer(bytes(self.data) or b"\0", dtype=np.uint8).copy(),
+            np.asarray(self.bitsets or [(0, 0, 0, 0)], dtype=np.uint64).reshape(-1, 4),
+            np.asarray(nonempty, dtype=np.bool_), np.asarray(self.g_final or [False], dtype=np.bool_),
+            np.asarray(self.g_edge_start, dtype=np.int64), np.asarray(self.g_dst or [0], dtype=np.int64),
+            np.asarray(self.g_label or [0], dtype=np.int64),
+        )
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.kind)
+
+    def _flatten(self, root: ir.Node) -> int:
+        """Number every node reachable from `root` (a Stepper takes the number of its
+        plain tree), then fill in each one's arrays: rules may refer to themselves, so
+        every id must exist before any node lists its children."""
+        order: list[ir.Node] = []
+        pending = [root]
+        while pending:  # iteratively: IR trees nest deep
+            node = pending.pop()
+            if id(node) in self._ids:
+                continue
+            if isinstance(node, ir.Stepper):
+                plain = node.plain()
+                if id(plain) not in self._ids:
+                    pending += [node, plain]  # number the plain tree first
+                else:
+                    self._ids[id(node)] = self._ids[id(plain)]
+                continue
+            if isinstance(node, ir.Members):
+                raise FlatUnsupported("objects in any order (Members)")
+            if len(order) >= MAX_FLAT_NODES:
+                raise FlatUnsupported(f"more than {MAX_FLAT_NODES:,} IR nodes")
+            self._ids[id(node)] = len(order)
+            order.append(node)
+            pending.extend(self._children(node))
+        self._nodes = order
+        n = len(order)
+        self.kind, self.a, self.b, self.c = [0] * n, [0] * n, [0] * n, [-1] * n
+        for nid, node in enumerate(order):
+            self._fill(nid, node)
+        return self._ids[id(root)]
+
+    def _children(self, node: ir.Node) -> list[ir.Node]:
+        if isinstance(node, (ir.Concat, ir.Alt)):
+            return list(node.items)
+        if isinstance(node, ir.Repeat):
+            return [node.item]
+        if isinstance(node, ir.Graph):
+            return [lab for _, _, lab in node.edges if lab is not None]
+        if isinstance(node, ir.Ref):
+            return [node.target]
+        return []
+
+    def _fill(self, nid: int, node: ir.Node) -> None:
+        ids = self._ids
+        if isinstance(node, ir.Bytes):
+            self.kind[nid] = K_BYTES
+            self.a[nid], self.b[nid] = len(self.data), len(node.data)
+            self.data += node.data
+        elif isinstance(node, ir.ByteSet):
+            self.kind[nid] = K_BYTESET
+            bits = 0
+            for lo, hi in node.ranges:
+                bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+            self.a[nid] = len(self.bitsets)
+            self.bitsets.append(tuple((bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)))
+        elif isinstance(node, ir.Concat):
+            self.kind[nid] = K_CONCAT
+            self.a[nid], self.b[nid] = len(self.kids), len(node.items)
+            self.kids += [ids[id(k)] for k in node.items]
+        elif isinstance(node, ir.Alt):
+            self.kind[nid] = K_ALT
+            live = [k for k in node.items if self._nfa.nonempty(k)]
+            self.a[nid], self.b[nid] = len(self.kids), len(live)
+            self.kids += [ids[id(k)] for k in live]
+        elif isinstance(node, ir.Repeat):
+            self.kind[nid] = K_REPEAT
+            self.a[nid], self.b[nid] = ids[id(node.item)], node.min
+            self.c[nid] = -1 if node.max is None else node.max
+        elif isinstance(node, ir.Graph):
+            self.kind[nid] = K_GRAPH
+            self.a[nid], self.b[nid] = len(self.g_final), node.start
+            _, adjacency = self._nfa.graph_live(node)
+            finals = set(node.finals)
+            for state in range(node.num_states):
+                self.g_final.append(state in finals)
+                for dst, label in adjacency.get(state, ()):
+                    self.g_dst.append(dst)
+                    self.g_label.append(-1 if label is None else ids[id(label)])
+                self.g_edge_start.append(len(self.g_dst))
+        elif isinstance(node, ir.Ref):
+            self.kind[nid] = K_REF
+            self.a[nid] = ids[id(node.target)]
+        else:
+            raise FlatUnsupported(f"IR node {type(node).__name__}")
+
+
+# ----------------------------------------------------------------- the mutable store
+
+# The store: every table one automaton grows, as numpy arrays (numba takes arrays from
+# Python in ~0.1 us each; a typed dict or list costs ~10 us a call). `meta` holds the
+# counts; one open-addressing hash table maps keys (tag, k1, k2, k3, k4) to ints.
+M_FRAMES, M_ITEMS, M_SETS, M_SET_ITEMS, M_STATES, M_HASHED = range(6)
+(S_META, S_FRAMES, S_ITEMS, S_SET_START, S_SET_ITEMS, S_STATE_SET, S_STATE_NEXT, S_HKEYS, S_HVALS) = range(9)
+T_FRAME, T_ITEM, T_RESUMED, T_CLOSURE, T_SINGLE, T_STATE_OF_SET, T_STATE_HASH = range(7)
+_GROW = ("grow frames", "grow items", "grow sets", "grow set items", "grow states", "grow hash")
+
+
+def _new_store() -> list[np.ndarray]:
+    meta = np.zeros(8, dtype=np.int64)
+    meta[M_FRAMES] = meta[M_ITEMS] = 1  # frame 0 is DONE, item 0 is ACCEPT
+    return [
+        meta,
+        np.full((1024, 4), -1, dtype=np.int64),  # frames: kind, node, index, parent
+        np.full((1024, 3), -1, dtype=np.int64),  # items: leaf, offset, frame
+        np.zeros(1025, dtype=np.int64),  # set s is set_items[set_start[s]:set_start[s + 1]]
+        np.zeros(8192, dtype=np.int64),
+        np.zeros(1024, dtype=np.int64),  # state -> its set
+        np.zeros(1024, dtype=np.int64),  # state -> older state with the same item hash (-1)
+        np.zeros((8192, 5), dtype=np.int64),  # hash keys
+        np.full(8192, -1, dtype=np.int64),  # hash values (-1: empty slot)
+    ]
+
+
+def _grown(store: list[np.ndarray], what: int) -> None:
+    """Double the array a numba call ran out of (`_GROW[what]`), in place in `store`."""
+    if what == M_HASHED:
+        keys, vals = store[S_HKEYS], store[S_HVALS]
+        new_keys = np.zeros((2 * vals.size, 5), dtype=np.int64)
+        new_vals = np.full(2 * vals.size, -1, dtype=np.int64)
+        _rehash(keys, vals, new_keys, new_vals)
+        store[S_HKEYS], store[S_HVALS] = new_keys, new_vals
+        return
+    index = {M_FRAMES: S_FRAMES, M_ITEMS: S_ITEMS, M_SETS: S_SET_START, M_SET_ITEMS: S_SET_ITEMS}.get(what)
+    for i in (index,) if index is not None else (S_STATE_SET, S_STATE_NEXT):
+        old = store[i]
+        new = np.full((2 * old.shape[0], *old.shape[1:]), -1, dtype=np.int64)
+        new[: old.shape[0]] = old
+        store[i] = new
+
+
+@numba.njit(cache=True)
+def _slot(hkeys, hvals, tag, k1, k2, k3, k4):
+    """The slot of a key in the hash table, or of the empty slot where it would go."""
+    h = np.uint64(tag + 1) * np.uint64(0x9E3779B97F4A7C15)
+    for k in (k1, k2, k3, k4):
+        h = (h ^ np.uint64(k)) * np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(31)
+    mask = hvals.size - 1
+    i = np.int64(h & np.uint64(mask))
+    while hvals[i] >= 0:
+        if hkeys[i, 0] == tag and hkeys[i, 1] == k1 and hkeys[i, 2] == k2 and hkeys[i, 3] == k3 and hkeys[i, 4] == k4:
+            return i
+        i = (i + 1) & mask
+    return i
+
+
+@numba.njit(cache=True)
+def _hget(st, tag, k1, k2, k3, k4):
+    """The value of a key, or -1."""
+    return st[S_HVALS][_slot(st[S_HKEYS], st[S_HVALS], tag, k1, k2, k3, k4)]
+
+
+@numba.njit(cache=True)
+def _hroom(st):
+    """Fail (to be grown and retried) unless one more key fits below half load."""
+    if 2 * (st[S_META][M_HASHED] + 1) > st[S_HVALS].size:
+        raise ValueError("grow hash")
+
+
+@numba.njit(cache=True)
+def _hput(st, tag, k1, k2, k3, k4, value):
+    """Set a key's value (after `_hroom`, for a new key)."""
+    keys, vals = st[S_HKEYS], st[S_HVALS]
+    i = _slot(keys, vals, tag, k1, k2, k3, k4)
+    if vals[i] < 0:
+        st[S_META][M_HASHED] += 1
+        keys[i, 0], keys[i, 1], keys[i, 2], keys[i, 3], keys[i, 4] = tag, k1, k2, k3, k4
+    vals[i] = value
+
+
+@numba.njit(cache=True)
+def _rehash(keys, vals, new_keys, new_vals):
+    for i in range(vals.size):
+        if vals[i] >= 0:
+            j = _slot(new_keys, new_vals, keys[i, 0], keys[i, 1], keys[i, 2], keys[i, 3], keys[i, 4])
+            new_keys[j] = keys[i]
+            new_vals[j] = vals[i]
+
+
+@numba.njit(cache=True)
+def _frame(st, kind, node, index, parent):
+    f = _hget(st, T_FRAME, kind, node, index, parent)
+    if f < 0:
+        _hroom(st)
+        meta, frames = st[S_META], st[S_FRAMES]
+        f = meta[M_FRAMES]
+        if f >= frames.shape[0]:
+            raise ValueError("grow frames")
+        frames[f, 0], frames[f, 1], frames[f, 2], frames[f, 3] = kind, node, index, parent
+        meta[M_FRAMES] += 1
+        _hput(st, T_FRAME, kind, node, index, parent, f)
+    return f
+
+
+@numba.njit(cache=True)
+def _item(st, leaf, offset, cont):
+    i = _hget(st, T_ITEM, leaf, offset, cont, 0)
+    if i < 0:
+        _hroom(st)
+        meta, items = st[S_META], st[S_ITEMS]
+        i = meta[M_ITEMS]
+        if i >= items.shape[0]:
+            raise ValueError("grow items")
+        items[i, 0], items[i, 1], items[i, 2] = leaf, offset, cont
+        meta[M_ITEMS] += 1
+        _hput(st, T_ITEM, leaf, offset, cont, 0, i)
+    return i
+
+
+@numba.njit(cache=True)
+def _then(g, st, concat, index, parent):
+    """The continuation after item `index - 1` of a Concat (see `LazyNFA._then`)."""
+    kind, a, b, c, kids = g[0], g[1], g[2], g[3], g[4]
+    n = b[concat]
+    if index >= n:
+        return parent
+    if index == n - 1:
+        last = kids[a[concat] + index]
+        if kind[last] == K_REPEAT and b[last] == 0 and c[last] < 0:
+            return _frame(st, F_R, last, 0, parent)
+        return _frame(st, F_L, last, 0, parent)
+    return _frame(st, F_C, concat, index, parent)
+
+
+@numba.njit(cache=True)
+def _pool(st, items):
+    """Store a sorted item array in the set pool; returns its set id."""
+    meta, start, pool = st[S_META], st[S_SET_START], st[S_SET_ITEMS]
+    ref, used = meta[M_SETS], meta[M_SET_ITEMS]
+    if ref + 1 >= start.size:
+        raise ValueError("grow sets")
+    if used + items.size > pool.size:
+        raise ValueError("grow set items")
+    pool[used : used + items.size] = items
+    start[ref + 1] = used + items.size
+    meta[M_SETS] += 1
+    meta[M_SET_ITEMS] += items.size
+    return ref
+
+
+@numba.njit(cache=True)
+def _set_items(st, ref):
+    return st[S_SET_ITEMS][st[S_SET_START][ref] : st[S_SET_START][ref + 1]]
+
+
+@numba.njit(cache=True)
+def _push(stack, top, op, x, y, cont, depth):
+    """Push a closure work item on a growable array stack: (stack, new top)."""
+    if top == stack.shape[0]:
+        bigger = np.empty((2 * top, 5), dtype=np.int64)
+        bigger[:top] = stack
+        stack = bigger
+    stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4] = op, x, y, cont, depth
+    return stack, top + 1
+
+
+@numba.njit(cache=True)
+def _first_time(seen, count, op, x, y, cont):
+    """Add a work item's key to a local open-addressing set (rows of 4, -2: empty):
+    (set, count, whether it was new). Grows the set past half load."""
+    cap = seen.shape[0]
+    if 2 * (count + 1) > cap:
+        bigger = np.full((2 * cap, 4), -2, dtype=np.int64)
+        for i in range(cap):
+            if seen[i, 0] != -2:
+                j = _seen_slot(bigger, seen[i, 0], seen[i, 1], seen[i, 2], seen[i, 3])
+                bigger[j] = seen[i]
+        seen = bigger
+    j = _seen_slot(seen, op, x, y, cont)
+    if seen[j, 0] != -2:
+        return seen, count, False
+    seen[j, 0], seen[j, 1], seen[j, 2], seen[j, 3] = op, x, y, cont
+    return seen, count + 1, True
+
+
+@numba.njit(cache=True)
+def _seen_slot(seen, op, x, y, cont):
+    h = (np.uint64(op + 7) * np.uint64(0x9E3779B97F4A7C15)) ^ np.uint64(x)
+    h = (h * np.uint64(0xBF58476D1CE4E5B9)) ^ np.uint64(y)
+    h = (h * np.uint64(0x94D049BB133111EB)) ^ np.uint64(cont)
+    h = (h ^ (h >> np.uint64(29))) * np.uint64(0xBF58476D1CE4E5B9)
+    mask = seen.shape[0] - 1
+    i = np.int64((h >> np.uint64(17)) & np.uint64(mask))
+    while seen[i, 0] != -2:
+        if seen[i, 0] == op and seen[i, 1] == x and seen[i, 2] == y and seen[i, 3] == cont:
+            return i
+        i = (i + 1) & mask
+    return i
+
+
+@numba.njit(cache=True)
+def _close(g, st, op0, node0, cont0, max_items, max_nesting):
+    """The items reachable without a byte from one work item (enter `node0` then
+    `cont0`, or resume `cont0`), pooled as a sorted set; returns its id. A worklist
+    version of `LazyNFA._enter` / `_resume`. Each (op, node, state, continuation) is
+    worked once, so each leaf item is met once: `out` needs no set."""
+    kind, a, b, c, kids, nonempty = g[0], g[1], g[2], g[3], g[4], g[7]
+    g_final, g_edge_start, g_dst, g_label = g[8], g[9], g[10], g[11]
+    stack = np.empty((64, 5), dtype=np.int64)  # (op, node, graph state, continuation, rules entered)
+    stack, top = _push(stack, 0, op0, node0, 0, cont0, 0)
+    seen = np.full((128, 4), -2, dtype=np.int64)
+    count = 0
+    out = np.empty(64, dtype=np.int64)
+    n_out = 0
+    while top:
+        top -= 1
+        op, x, y, cont, depth = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
+        seen, count, new = _first_time(seen, count, op, x, y, cont)
+        if not new:
+            continue
+        found = -1
+        if op == OP_RESUME:
+            if cont == DONE:
+                found = ACCEPT
+            else:
+                frames = st[S_FRAMES]
+                fkind, fnode, findex, fparent = frames[cont, 0], frames[cont, 1], frames[cont, 2], frames[cont, 3]
+                if fkind == F_C:
+                    if findex < b[fnode]:
+                        then = _then(g, st, fnode, findex + 1, fparent)
+                        stack, top = _push(stack, top, OP_ENTER, kids[a[fnode] + findex], 0, then, depth)
+                    else:
+                        stack, top = _push(stack, top, OP_RESUME, 0, 0, fparent, depth)
+                elif fkind == F_L:
+                    stack, top = _push(stack, top, OP_ENTER, fnode, 0, fparent, depth)
+                elif fkind == F_R:
+                    stack, top = _repeat(g, st, stack, top, fnode, findex, fparent, depth)
+                else:
+                    stack, top = _push(stack, top, OP_GRAPH, fnode, findex, fparent, depth)
+        elif op == OP_GRAPH:
+            gs = a[x] + y
+            if g_final[gs]:
+                stack, top = _push(stack, top, OP_RESUME, 0, 0, cont, depth)
+            for e in range(g_edge_start[gs], g_edge_start[gs + 1]):
+                if g_label[e] < 0:
+                    stack, top = _push(stack, top, OP_GRAPH, x, g_dst[e], cont, depth)
+                else:
+                    frame = _frame(st, F_G, x, g_dst[e], cont)
+                    stack, top = _push(stack, top, OP_ENTER, g_label[e], 0, frame, depth)
+        else:  # OP_ENTER
+            k = kind[x]
+            if k == K_BYTES or k == K_BYTESET:
+                found = _item(st, x, 0, cont)
+            elif k == K_CONCAT:
+                if b[x] == 0:
+                    stack, top = _push(stack, top, OP_RESUME, 0, 0, cont, depth)
+                else:
+                    stack, top = _push(stack, top, OP_ENTER, kids[a[x]], 0, _then(g, st, x, 1, cont), depth)
+            elif k == K_ALT:
+                for i in range(b[x]):
+                    stack, top = _push(stack, top, OP_ENTER, kids[a[x] + i], 0, cont, depth)
+            elif k == K_GRAPH:
+                stack, top = _push(stack, top, OP_GRAPH, x, b[x], cont, depth)
+            elif k == K_REF:
+                if nonempty[x]:
+                    if depth >= max_nesting:
+                        raise ValueError("rule nesting")
+                    stack, top = _push(stack, top, OP_ENTER, a[x], 0, cont, depth + 1)
+            else:  # K_REPEAT, entered afresh: no iteration done
+                stack, top = _repeat(g, st, stack, top, x, 0, cont, depth)
+        if found >= 0:
+            if n_out == out.size:
+                if n_out >= max_items:
+                    raise ValueError("too ambiguous")
+                bigger = np.empty(2 * n_out, dtype=np.int64)
+                bigger[:n_out] = out
+                out = bigger
+            out[n_out] = found
+            n_out += 1
+    if n_out > max_items:
+        raise ValueError("too ambiguous")
+    items = out[:n_out].copy()
+    items.sort()
+    return _pool(st, items)
+
+
+@numba.njit(cache=True)
+def _repeat(g, st, stack, top, x, done, cont, depth):
+    """Push the moves of Repeat `x` with `done` iterations complete (saturated at min
+    when unbounded), then `cont`: (stack, top)."""
+    a, b, c, nonempty = g[1], g[2], g[3], g[7]
+    item, least, most = a[x], b[x], c[x]
+    if (most < 0 or done < most) and nonempty[item]:
+        nxt = min(done + 1, least) if most < 0 else done + 1
+        stack, top = _push(stack, top, OP_ENTER, item, 0, _frame(st, F_R, x, nxt, cont), depth)
+    if done >= least:
+        stack, top = _push(stack, top, OP_RESUME, 0, 0, cont, depth)
+    return stack, top
+
+
+@numba.njit(cache=True)
+def _resumed(g, st, cont, max_items, max_nesting):
+    ref = _hget(st, T_RESUMED, cont, 0, 0, 0)
+    if ref < 0:
+        ref = _close(g, st, OP_RESUME, 0, cont, max_items, max_nesting)
+        _hroom(st)
+        _hput(st, T_RESUMED, cont, 0, 0, 0, ref)
+    return ref
+
+
+@numba.njit(cache=True)
+def _closure(g, st, node, cont, max_items, max_nesting):
+    ref = _hget(st, T_CLOSURE, node, cont, 0, 0)
+    if ref < 0:
+        ref = _close(g, st, OP_ENTER, node, cont, max_items, max_nesting)
+        _hroom(st)
+        _hput(st, T_CLOSURE, node, cont, 0, 0, ref)
+    return ref
+
+
+@numba.njit(cache=True)
+def _single(st, item):
+    """The pooled set {item} (memoized per item)."""
+    ref = _hget(st, T_SINGLE, item, 0, 0, 0)
+    if ref < 0:
+        one = np.empty(1, dtype=np.int64)
+        one[0] = item
+        ref = _pool(st, one)
+        _hroom(st)
+        _hput(st, T_SINGLE, item, 0, 0, 0, ref)
+    return ref
+
+
+@numba.njit(cache=True)
+def _items_hash(items):
+    h = np.uint64(14695981039346656037)
+    for x in items:
+        h = (h ^ np.uint64(x)) * np.uint64(1099511628211)
+    return np.int64(h >> np.uint64(1))
+
+
+@numba.njit(cache=True)
+def _intern(st, accepting, items):
+    """The state of a sorted item set (a new one if unseen)."""
+    h = _items_hash(items)
+    newest = _hget(st, T_STATE_HASH, h, 0, 0, 0)
+    sid = newest
+    while sid >= 0:
+        known = _set_items(st, st[S_STATE_SET][sid])
+        if known.size == items.size and (known == items).all():
+            return sid
+        sid = st[S_STATE_NEXT][sid]
+    _hroom(st)
+    meta = st[S_META]
+    sid = meta[M_STATES]
+    if sid >= st[S_STATE_SET].size or sid >= accepting.size:
+        raise ValueError("grow states")
+    ref = _pool(st, items)
+    st[S_STATE_SET][sid] = ref
+    st[S_STATE_NEXT][sid] = newest
+    meta[M_STATES] += 1
+    _hput(st, T_STATE_HASH, h, 0, 0, 0, sid)
+    accepting[sid] = items.size > 0 and items[0] == ACCEPT
+    return sid
+
+
+@numba.njit(cache=True)
+def _state_of_set(st, accepting, ref):
+    sid = _hget(st, T_STATE_OF_SET, ref, 0, 0, 0)
+    if sid < 0:
+        sid = _intern(st, accepting, _set_items(st, ref).copy())
+        _hroom(st)
+        _hput(st, T_STATE_OF_SET, ref, 0, 0, 0, sid)
+    return sid
+
+
+@numba.njit(cache=True)
+def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting):
+    """Build the table row of state `sid`: per byte, the union of what its items reach.
+    Items are grouped by target first (the characters of a string body all resume the
+    same continuation), so a byte's targets are a bitmask over a few groups, and bytes
+    with the same mask share one union. Writes nothing to the table until the row is
+    complete, so a call that stops to have the store grown can be run again."""
+    kind, a, b, data, bitsets = g[0], g[1], g[2], g[5], g[6]
+    items = _set_items(st, st[S_STATE_SET][sid]).copy()
+    targets = np.empty(items.size, dtype=np.int64)
+    bits = np.zeros((items.size, 4), dtype=np.uint64)
+    m = 0
+    for it in items:
+        if it == ACCEPT:
+            continue
+        leaf, offset, cont = st[S_ITEMS][it, 0], st[S_ITEMS][it, 1], st[S_ITEMS][it, 2]
+        if kind[leaf] == K_BYTES and offset + 1 < b[leaf]:
+            target = _single(st, _item(st, leaf, offset + 1, cont))
+        else:
+            target = _resumed(g, st, cont, max_items, max_nesting)
+        start = st[S_SET_START]
+        if start[target + 1] == start[target]:
+            continue  # leads nowhere
+        group = 0
+        while group < m and targets[group] != target:
+            group += 1
+        if group == m:
+            targets[m] = target
+            m += 1
+        if kind[leaf] == K_BYTES:
+            byte = data[a[leaf] + offset]
+            bits[group, byte >> 6] |= np.uint64(1) << np.uint64(byte & 63)
+        else:
+            for w in range(4):
+                bits[group, w] |= bitsets[a[leaf], w]
+    row = np.full(256, DEAD, dtype=np.int32)
+    union_masks = np.empty(256, dtype=np.uint64)  # masks of groups met (<= 64 groups) ...
+    union_states = np.empty(256, dtype=np.int64)  # ... and the state of each
+    n_unions = 0
+    chosen = np.empty(m, dtype=np.int64)
+    for byte in range(256):
+        word, bit = byte >> 6, np.uint64(1) << np.uint64(byte & 63)
+        n = 0
+        mask = np.uint64(0)
+        for group in range(m):
+            if bits[group, word] & bit:
+                chosen[n] = group
+                n += 1
+                if group < 64:
+                    mask |= np.uint64(1) << np.uint64(group)
+        if n == 0:
+            continue
+        if n == 1:
+            row[byte] = _state_of_set(st, accepting, targets[chosen[0]])
+            continue
+        known = -1
+        if m <= 64:
+            for u in range(n_unions):
+                if union_masks[u] == mask:
+                    known = union_states[u]
+                    break
+        if known >= 0:
+            row[byte] = known
+            continue
+        total = 0
+        for k in range(n):
+            total += _set_items(st, targets[chosen[k]]).size
+        merged = np.empty(total, dtype=np.int64)
+        q = 0
+        for k in range(n):
+            part = _set_items(st, targets[chosen[k]])
+            merged[q : q + part.size] = part
+            q += part.size
+        merged = np.unique(merged)
+        if merged.size > max_items:
+            raise ValueError("too ambiguous")
+        row[byte] = _intern(st, accepting, merged)
+        if m <= 64:
+            union_masks[n_unions], union_states[n_unions] = mask, row[byte]
+            n_unions += 1
+    table[sid, :] = row
+    loops[sid, :] = 0
+    for byte in range(256):
+        if row[byte] == sid:
+            loops[sid, byte >> 6] |= np.uint64(1) << np.uint64(byte & 63)
+    expanded[sid] = True
+
+
+# Entry points called from Python take each array as its own argument (numba types a
+# tuple argument anew at every call).
+@numba.njit(cache=True)
+def _expand_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label,
+                  s0, s1, s2, s3, s4, s5, s6, s7, s8, table, expanded, loops, accepting, sid, max_items, max_nesting):
+    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label)
+    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
+    _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting)
+    return 0
+
+
+@numba.njit(cache=True)
+def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_nesting):
+    """Build the rows of states `sids`, as far as the per-state arrays have room for
+    what they may add (256 states a row); returns how many it built. For compiled code
+    that walks the table (`tokens._walk_building`): g, st are an automaton's
+    `FlatDFA.compiled_args()` grouped as (IR arrays, store arrays)."""
+    capacity = min(table.shape[0], st[S_STATE_SET].size)
+    built = 0
+    for sid in sids:
+        if not expanded[sid]:
+            if st[S_META][M_STATES] + 257 > capacity:
+                break
+            _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting)
+            built += 1
+    return built
+
+
+@numba.njit(cache=True)
+def _expand_all_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label,
+                      s0, s1, s2, s3, s4, s5, s6, s7, s8, table, expanded, loops, accepting, sids, max_items,
+                      max_nesting):
+    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label)
+    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
+    return expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_nesting)
+
+
+@numba.njit(cache=True)
+def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label,
+                 s0, s1, s2, s3, s4, s5, s6, s7, s8, accepting, root, max_items, max_nesting):
+    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label)
+    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
+    return _state_of_set(st, accepting, _closure(g, st, root, DONE, max_items, max_nesting))
+
+
+@numba.njit(cache=True)
+def _items_entry(s0, s1, s2, s3, s4, s5, s6, s7, s8, sid):
+    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
+    return _set_items(st, st[S_STATE_SET][sid]).copy()
+
+
+_ERRORS = {
+    "too ambiguous": too_ambiguous,
+    "rule nesting": lambda: GrammarTooLargeError(
+        f"a rule nests more than {MAX_RULE_NESTING} times without consuming input "
+        "(left recursion through an optional prefix?)"),
+}
+
+
+class FlatDFA(TableDFA):
+    """A lazily built DFA over a `FlatIR`, rows built in numba (see the module doc)."""
+
+    def __init__(self, nfa: LazyNFA, *, max_states: int = 200_000):
+        super().__init__(max_states)
+        self.nfa = nfa  # kept for what reads the IR in Python (covering examples)
+        self.flat = FlatIR(nfa.root, nfa)
+        self._store = _new_store()
+        self.start = DEAD
+        if not nfa.is_empty_language:
+            with self._lock:
+                self.start = self.run(_start_entry, lambda: (self.accepting, self.flat.root))
+
+    @property
+    def num_states(self) -> int:
+        return int(self._store[S_META][M_STATES])
+
+    def run(self, fn, args, rows: int = 1):
+        """Run compiled code over this automaton: `fn(*IR arrays, *store arrays, *args(),
+        max items, max nesting)`, which builds up to `rows` rows. Where it ran out of room
+        in the store, grow that array and run it again (a call changes nothing it cannot
+        redo). Under the automaton's lock."""
+        while True:
+            self._reserve(rows)
+            try:
+                return fn(*self.flat.arrays, *self._store, *args(), MAX_STATE_ITEMS, MAX_RULE_NESTING)
+            except ValueError as exc:
+                message = str(exc)
+                if message in _GROW:
+                    if _GROW.index(message) != M_STATES:  # those _reserve grows
+                        _grown(self._store, _GROW.index(message))
+                    continue
+                make = _ERRORS.get(message)
+                if make is None:
+                    raise
+                raise make() from None
+
+    def _reserve(self, rows: int = 1) -> None:
+        """Room in the per-state arrays for the states `rows` rows may add (256 each)."""
+        room = 256 * rows + 1
+        while self.num_states + room > self.table.shape[0]:
+            self._grow()
+        while self.num_states + room > self._store[S_STATE_SET].size:
+            _grown(self._store, M_STATES)
+
+    def expand(self, sid: int) -> None:
+        if self.expanded[sid]:
+            return
+        with self._lock:
+            if self.expanded[sid]:
+                return
+            self.run(_expand_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid))
+            if self.num_states > self.max_states:
+                raise self.too_many_states()
+
+    def expand_all(self, sids: np.ndarray) -> None:
+        """Build the rows of several states in one compiled call."""
+        with self._lock:
+            sids = sids[~self.expanded[sids]]
+            while sids.size:  # the room reserved is for all of them: one pass
+                self.run(_expand_all_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sids),
+                         rows=sids.size)
+                if self.num_states > self.max_states:
+                    raise self.too_many_states()
+                sids = sids[~self.expanded[sids]]
+
+    def items_of(self, sid: int) -> np.ndarray:
+        """The item ids of state `sid` (tests)."""
+        return _items_entry(*self._store, sid)

@@ -1,0 +1,140 @@
+"""The compiled automaton (automata/flat.py) against the Python one: same masks, same
+acceptance, token by token, on real schemas, regexes and grammars with the SmolLM2
+vocabulary; its errors; its store growing while it runs."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import structgen
+from structgen.automata import flat
+from structgen.automata.dfa import LazyDFA
+from structgen.automata.flat import FlatDFA, FlatUnsupported
+from structgen.automata.nfa import LazyNFA
+from structgen.errors import GrammarTooLargeError
+from structgen.grammar import ir
+from structgen.matcher import CompiledGrammar
+
+from test_matcher import assert_masks_match_oracle
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 130}},
+     "required": ["name"]},  # undeclared keys allowed: a Stepper, flattened as its plain tree
+    {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"}, "tags": {"type": "array", "items": {"enum": ["a", "b", "ccc"]}, "maxItems": 3},
+                                      "score": {"type": "number", "exclusiveMinimum": -1.5, "maximum": 99.25}},
+     "additionalProperties": False},
+    {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                        "required": ["v"], "additionalProperties": False}},
+     "$ref": "#/$defs/node"},  # recursive: a pushdown automaton
+    {"anyOf": [{"type": "string", "pattern": "^[a-z]{2,5}-\\d+$"}, {"type": "null"}, {"type": "boolean"},
+               {"type": "array", "items": {"type": "string", "minLength": 1}}]},
+    {},  # any JSON value
+]
+REGEXES = [r"(\w+ ){1,3}[é日本]+", r"\d{3}-\d{4}|[A-F0-9]{8}"]
+LARK = """
+start: expr
+expr: term (("+" | "-") term)*
+term: NUMBER | "(" expr ")"
+NUMBER: /[0-9]+/
+"""
+
+
+def _both(monkeypatch, compile_):
+    """The same grammar compiled with each automaton."""
+    grammars = []
+    for automaton in ("python", "flat"):
+        monkeypatch.setenv("STRUCTGEN_AUTOMATON", automaton)
+        structgen.clear_cache()
+        grammars.append(compile_())
+    structgen.clear_cache()
+    assert isinstance(grammars[0].dfa, LazyDFA) and isinstance(grammars[1].dfa, FlatDFA)
+    return grammars
+
+
+def _same_masks_on_walks(python, compiled, vocab, walks=12, steps=60, seed=0):
+    """Random walks choosing allowed tokens: at every step both matchers give the same
+    mask and acceptance, and both accept the chosen token."""
+    rng = random.Random(seed)
+    masks = [structgen.allocate_bitmask(1, vocab.vocab_size) for _ in range(2)]
+    eos = set(vocab.eos_token_ids)
+    for _ in range(walks):
+        matchers = [python.matcher(), compiled.matcher()]
+        for _ in range(steps):
+            for m, mask in zip(matchers, masks):
+                m.fill_bitmask(mask, 0)
+            assert np.array_equal(masks[0], masks[1])
+            assert matchers[0].is_accepting() == matchers[1].is_accepting()
+            allowed = np.flatnonzero(np.unpackbits(masks[0][0].view(np.uint8), bitorder="little"))
+            choices = [t for t in allowed.tolist() if t not in eos]
+            if not choices:
+                break
+            token = rng.choice(choices)
+            assert matchers[0].accept_token(token) and matchers[1].accept_token(token)
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=range(len(SCHEMAS)))
+def test_flat_masks_equal_python_on_schemas(monkeypatch, smollm2_vocab, schema):
+    python, compiled = _both(monkeypatch, lambda: structgen.compile_json_schema(schema, smollm2_vocab))
+    _same_masks_on_walks(python, compiled, smollm2_vocab)
+
+
+@pytest.mark.parametrize("pattern", REGEXES)
+def test_flat_masks_equal_python_on_regexes(monkeypatch, smollm2_vocab, pattern):
+    python, compiled = _both(monkeypatch, lambda: structgen.compile_regex(pattern, smollm2_vocab))
+    _same_masks_on_walks(python, compiled, smollm2_vocab, steps=20)
+
+
+def test_flat_masks_equal_python_on_a_recursive_grammar(monkeypatch, smollm2_vocab):
+    python, compiled = _both(monkeypatch, lambda: structgen.compile_grammar(LARK, smollm2_vocab))
+    _same_masks_on_walks(python, compiled, smollm2_vocab, steps=30)
+
+
+def test_flat_masks_equal_bruteforce_oracle(smollm2_vocab):
+    node = ir.seq(ir.lit('{"n": '), ir.alt(ir.lit("0"), ir.seq(ir.byte_range(0x31, 0x39), ir.rep(ir.byte_range(0x30, 0x39), 0, 2))),
+                  ir.lit(', "s": "'), ir.rep(ir.byteset([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)]), 0, None), ir.lit('"}'))
+    grammar = CompiledGrammar("test", "", FlatDFA(LazyNFA(node)), smollm2_vocab)
+    sid, visited = grammar.dfa.start, [grammar.dfa.start]
+    for b in b'{"n": 907, "s": "a b"}':
+        sid = grammar.dfa.walk(sid, bytes([b]))
+        visited.append(sid)
+    assert grammar.dfa.accepting[sid]
+    assert_masks_match_oracle(grammar, visited, smollm2_vocab)
+
+
+def test_flat_store_grows_while_building(smollm2_vocab):
+    """A grammar whose automaton outgrows the store's first arrays (1,024 frames and
+    items, 8,192 hash slots): every row is still right after the growth and retries."""
+    names = [f"field_{i}" for i in range(300)]
+    node = ir.seq(ir.lit("{"), ir.alt(*(ir.seq(ir.lit(f'"{n}": '), ir.rep(ir.byte_range(0x30, 0x39), 1, 3)) for n in names)),
+                  ir.lit("}"))
+    dfa = FlatDFA(LazyNFA(node))
+    python = LazyDFA(LazyNFA(node))
+    for n in names:
+        text = f'{{"{n}": 42}}'.encode()
+        assert dfa.accepting[dfa.walk(dfa.start, text)] and python.accepting[python.walk(python.start, text)]
+        assert dfa.walk(dfa.start, text[:-1] + b"x") < 0
+    meta = dfa._store[flat.S_META]
+    assert meta[flat.M_ITEMS] > 1024 and meta[flat.M_HASHED] > 4096  # it did grow
+
+
+def test_flat_refuses_what_it_cannot_build():
+    with pytest.raises(FlatUnsupported):
+        FlatDFA(LazyNFA(ir.Members([ir.lit('"a": 1')], [True], None, ir.lit("{"), ir.lit(", "), ir.lit("}"), ir.lit("}"))))
+    # left recursion through an optional prefix, met after the first byte: refused with
+    # the Python automaton's error
+    rule = ir.Ref("a")
+    rule.target = ir.alt(ir.seq(ir.opt(ir.lit("x")), rule, ir.lit("y")), ir.lit("z"))
+    dfa = FlatDFA(LazyNFA(ir.seq(ir.lit("s"), rule)))
+    with pytest.raises(GrammarTooLargeError, match="nests more than"):
+        dfa.walk(dfa.start, b"sxzy")
+
+
+def test_flat_refuses_states_past_the_item_bound(monkeypatch):
+    monkeypatch.setattr(flat, "MAX_STATE_ITEMS", 4)
+    node = ir.seq(ir.lit("s"), ir.alt(*(ir.lit(w) for w in ("ab", "cd", "ef", "gh", "ij"))))
+    dfa = FlatDFA(LazyNFA(node))  # the start holds one item
+    with pytest.raises(GrammarTooLargeError, match="too ambiguous"):
+        dfa.expand(dfa.start)  # what "s" leads to holds five
