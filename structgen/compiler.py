@@ -18,8 +18,6 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from structgen.automata.dfa import LazyDFA
 from structgen.automata.flat import FlatDFA, FlatUnsupported
 from structgen.automata.nfa import LazyNFA
@@ -112,11 +110,10 @@ def _load_flat_code(vocab) -> None:
     if vocab.fingerprint in _flat_code_loaded:
         return
     nfa = LazyNFA(ir.seq(ir.lit('{"a": '), ir.rep(ir.byte_range(0x30, 0x39), 1, None), ir.lit("}")))
+    dfa = FlatDFA(nfa)
+    dfa.expand(dfa.start)  # a row built from Python
     grammar = CompiledGrammar("warm-up", "", FlatDFA(nfa), vocab)
-    matcher = grammar.matcher()
-    grammar.tokens_of(grammar.dfa.start)
-    grammar.dfa.expand_all(np.arange(grammar.dfa.num_states, dtype=np.int64))
-    matcher.accept_bytes(b'{"a": 1')
+    grammar.tokens_of(grammar.dfa.start)  # rows built inside the token walk
     _flat_code_loaded.add(vocab.fingerprint)
 
 

@@ -52,11 +52,6 @@ class TableDFA:
     def too_many_states(self) -> GrammarTooLargeError:
         return GrammarTooLargeError(f"grammar automaton grew past {self.max_states:,} states while decoding")
 
-    def expand_all(self, sids: np.ndarray) -> None:
-        """Build the rows of several states (int64 array)."""
-        for sid in sids.tolist():
-            self.expand(sid)
-
     def _grow(self) -> None:
         """Double the per-state arrays. The new rows of the table are left unwritten:
         a row is read only once `expanded` says it is built, and writing them here would

@@ -676,15 +676,6 @@ def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_n
 
 
 @numba.njit(cache=True)
-def _expand_all_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label,
-                      s0, s1, s2, s3, s4, s5, s6, s7, s8, table, expanded, loops, accepting, sids, max_items,
-                      max_nesting):
-    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label)
-    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
-    return expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_nesting)
-
-
-@numba.njit(cache=True)
 def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label,
                  s0, s1, s2, s3, s4, s5, s6, s7, s8, accepting, root, max_items, max_nesting):
     g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label)
@@ -760,17 +751,6 @@ class FlatDFA(TableDFA):
             self.run(_expand_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid))
             if self.num_states > self.max_states:
                 raise self.too_many_states()
-
-    def expand_all(self, sids: np.ndarray) -> None:
-        """Build the rows of several states in one compiled call."""
-        with self._lock:
-            sids = sids[~self.expanded[sids]]
-            while sids.size:  # the room reserved is for all of them: one pass
-                self.run(_expand_all_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sids),
-                         rows=sids.size)
-                if self.num_states > self.max_states:
-                    raise self.too_many_states()
-                sids = sids[~self.expanded[sids]]
 
     def items_of(self, sid: int) -> np.ndarray:
         """The item ids of state `sid` (tests)."""

@@ -563,8 +563,8 @@ def _walk_from(dfa: LazyDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndar
             trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words,
         )
         allowed += count
-        if states.size:
-            dfa.expand_all(np.unique(states))
+        for state in set(states.tolist()):
+            dfa.expand(state)
     return allowed
 
 
