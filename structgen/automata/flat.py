@@ -55,15 +55,16 @@ class FlatIR:
     """An IR graph as arrays: per node id its kind and three ints (a, b, c), with pools.
 
     BYTES a = offset in `data`, b = length;  BYTESET a = row of `bitsets` (4 x u64);
-    CONCAT a = offset in `kids`, b = count;  ALT the same, live branches only;
+    CONCAT a = offset in `kids`, b = count;  ALT the same;
     REPEAT a = item, b = min, c = max (-1: unbounded);  REF a = target;
-    GRAPH a = offset of its states in the graph pools, b = start state. Graph state g
-    (offset + state) is final when `g_final[g]`; its usable edges are
+    GRAPH a = offset of its states in the graph pools, b = start state, c = states. Graph
+    state g (offset + state) is final when `g_final[g]`; its edges are
     `g_edge_start[g]:g_edge_start[g + 1]` into `g_dst`, `g_label` (-1: epsilon).
-    `nonempty[n]`: the node's language has a string (every item can reach acceptance)."""
+    `nonempty[n]`: the node's language has a string; `g_live[g]`: an end of the graph
+    can be reached from state g. The automaton enters only such nodes and states, so
+    every item can reach acceptance."""
 
-    def __init__(self, root: ir.Node, nfa: LazyNFA):
-        self._nfa = nfa
+    def __init__(self, root: ir.Node):
         self._ids: dict[int, int] = {}
         self._nodes: list[ir.Node] = []
         self.kind: list[int] = []
@@ -73,20 +74,24 @@ class FlatIR:
         self.kids: list[int] = []
         self.data = bytearray()
         self.bitsets: list[tuple[int, int, int, int]] = []
+        self._bitset_of: dict[tuple, int] = {}  # ranges -> row of `bitsets`
         self.g_final: list[bool] = []
         self.g_edge_start: list[int] = [0]
         self.g_dst: list[int] = []
         self.g_label: list[int] = []
         self.root = self._flatten(root)
-        nonempty = [nfa.nonempty(n) for n in self._nodes]
+        kind, a, b, c = (np.asarray(x, dtype=np.int64) for x in (self.kind, self.a, self.b, self.c))
+        kids = np.asarray(self.kids, dtype=np.int64)
+        g_final = np.asarray(self.g_final or [False], dtype=np.bool_)
+        g_edge_start = np.asarray(self.g_edge_start, dtype=np.int64)
+        g_dst = np.asarray(self.g_dst or [0], dtype=np.int64)
+        g_label = np.asarray(self.g_label or [0], dtype=np.int64)
+        nonempty, g_live = _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label)
+        self.nonempty = nonempty
         self.arrays = (
-            np.asarray(self.kind, dtype=np.int64), np.asarray(self.a, dtype=np.int64),
-            np.asarray(self.b, dtype=np.int64), np.asarray(self.c, dtype=np.int64),
-            np.asarray(self.kids, dtype=np.int64), np.frombuffer(bytes(self.data) or b"\0", dtype=np.uint8).copy(),
+            kind, a, b, c, kids, np.frombuffer(bytes(self.data) or b"\0", dtype=np.uint8).copy(),
             np.asarray(self.bitsets or [(0, 0, 0, 0)], dtype=np.uint64).reshape(-1, 4),
-            np.asarray(nonempty, dtype=np.bool_), np.asarray(self.g_final or [False], dtype=np.bool_),
-            np.asarray(self.g_edge_start, dtype=np.int64), np.asarray(self.g_dst or [0], dtype=np.int64),
-            np.asarray(self.g_label or [0], dtype=np.int64),
+            nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
         )
 
     @property
@@ -143,40 +148,98 @@ class FlatIR:
             self.data += node.data
         elif isinstance(node, ir.ByteSet):
             self.kind[nid] = K_BYTESET
-            bits = 0
-            for lo, hi in node.ranges:
-                bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
-            self.a[nid] = len(self.bitsets)
-            self.bitsets.append(tuple((bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)))
+            row = self._bitset_of.get(node.ranges)
+            if row is None:
+                bits = 0
+                for lo, hi in node.ranges:
+                    bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+                row = self._bitset_of[node.ranges] = len(self.bitsets)
+                self.bitsets.append(tuple((bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)))
+            self.a[nid] = row
         elif isinstance(node, ir.Concat):
             self.kind[nid] = K_CONCAT
             self.a[nid], self.b[nid] = len(self.kids), len(node.items)
             self.kids += [ids[id(k)] for k in node.items]
         elif isinstance(node, ir.Alt):
             self.kind[nid] = K_ALT
-            live = [k for k in node.items if self._nfa.nonempty(k)]
-            self.a[nid], self.b[nid] = len(self.kids), len(live)
-            self.kids += [ids[id(k)] for k in live]
+            self.a[nid], self.b[nid] = len(self.kids), len(node.items)
+            self.kids += [ids[id(k)] for k in node.items]
         elif isinstance(node, ir.Repeat):
             self.kind[nid] = K_REPEAT
             self.a[nid], self.b[nid] = ids[id(node.item)], node.min
             self.c[nid] = -1 if node.max is None else node.max
         elif isinstance(node, ir.Graph):
             self.kind[nid] = K_GRAPH
-            self.a[nid], self.b[nid] = len(self.g_final), node.start
-            _, adjacency = self._nfa.graph_live(node)
+            self.a[nid], self.b[nid], self.c[nid] = len(self.g_final), node.start, node.num_states
             finals = set(node.finals)
+            edges: list[list] = [[] for _ in range(node.num_states)]
+            for src, dst, label in node.edges:
+                edges[src].append((dst, -1 if label is None else ids[id(label)]))
             for state in range(node.num_states):
                 self.g_final.append(state in finals)
-                for dst, label in adjacency.get(state, ()):
+                for dst, label in edges[state]:
                     self.g_dst.append(dst)
-                    self.g_label.append(-1 if label is None else ids[id(label)])
+                    self.g_label.append(label)
                 self.g_edge_start.append(len(self.g_dst))
         elif isinstance(node, ir.Ref):
             self.kind[nid] = K_REF
             self.a[nid] = ids[id(node.target)]
         else:
             raise FlatUnsupported(f"IR node {type(node).__name__}")
+
+
+@numba.njit(cache=True)
+def _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label):
+    """Which nodes have a non-empty language, and from which graph states an end can be
+    reached through edges whose labels do: a least fixpoint (rules may refer to
+    themselves; `a: "x" a` alone produces nothing). Children are numbered after their
+    parents, so a pass from the last node to the first settles a tree at once."""
+    n = kind.size
+    nonempty = np.zeros(n, dtype=np.bool_)
+    g_live = np.zeros(g_final.size, dtype=np.bool_)
+    changed = True
+    while changed:
+        changed = False
+        for x in range(n - 1, -1, -1):
+            k = kind[x]
+            if k == K_GRAPH:
+                base = a[x]
+                grew = True
+                while grew:
+                    grew = False
+                    for s in range(c[x]):
+                        g = base + s
+                        if g_live[g]:
+                            continue
+                        live = g_final[g]
+                        for e in range(g_edge_start[g], g_edge_start[g + 1]):
+                            if g_live[base + g_dst[e]] and (g_label[e] < 0 or nonempty[g_label[e]]):
+                                live = True
+                                break
+                        if live:
+                            g_live[g] = True
+                            grew = changed = True
+                value = g_live[base + b[x]]
+            elif nonempty[x]:
+                continue
+            elif k == K_BYTES or k == K_BYTESET:
+                value = True
+            elif k == K_CONCAT:
+                value = True
+                for i in range(b[x]):
+                    value = value and nonempty[kids[a[x] + i]]
+            elif k == K_ALT:
+                value = False
+                for i in range(b[x]):
+                    value = value or nonempty[kids[a[x] + i]]
+            elif k == K_REPEAT:
+                value = b[x] == 0 or nonempty[a[x]]
+            else:  # K_REF
+                value = nonempty[a[x]]
+            if value and not nonempty[x]:
+                nonempty[x] = True
+                changed = True
+    return nonempty, g_live
 
 
 # ----------------------------------------------------------------- the mutable store
@@ -390,7 +453,7 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
     version of `LazyNFA._enter` / `_resume`. Each (op, node, state, continuation) is
     worked once, so each leaf item is met once: `out` needs no set."""
     kind, a, b, c, kids, nonempty = g[0], g[1], g[2], g[3], g[4], g[7]
-    g_final, g_edge_start, g_dst, g_label = g[8], g[9], g[10], g[11]
+    g_final, g_edge_start, g_dst, g_label, g_live = g[8], g[9], g[10], g[11], g[12]
     stack = np.empty((64, 5), dtype=np.int64)  # (op, node, graph state, continuation, rules entered)
     stack, top = _push(stack, 0, op0, node0, 0, cont0, 0)
     seen = np.full((128, 4), -2, dtype=np.int64)
@@ -427,6 +490,8 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
             if g_final[gs]:
                 stack, top = _push(stack, top, OP_RESUME, 0, 0, cont, depth)
             for e in range(g_edge_start[gs], g_edge_start[gs + 1]):
+                if not g_live[a[x] + g_dst[e]] or (g_label[e] >= 0 and not nonempty[g_label[e]]):
+                    continue  # an edge through an empty label, or to a state with no way out
                 if g_label[e] < 0:
                     stack, top = _push(stack, top, OP_GRAPH, x, g_dst[e], cont, depth)
                 else:
@@ -443,7 +508,8 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
                     stack, top = _push(stack, top, OP_ENTER, kids[a[x]], 0, _then(g, st, x, 1, cont), depth)
             elif k == K_ALT:
                 for i in range(b[x]):
-                    stack, top = _push(stack, top, OP_ENTER, kids[a[x] + i], 0, cont, depth)
+                    if nonempty[kids[a[x] + i]]:
+                        stack, top = _push(stack, top, OP_ENTER, kids[a[x] + i], 0, cont, depth)
             elif k == K_GRAPH:
                 stack, top = _push(stack, top, OP_GRAPH, x, b[x], cont, depth)
             elif k == K_REF:
@@ -650,9 +716,9 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
 # Entry points called from Python take each array as its own argument (numba types a
 # tuple argument anew at every call).
 @numba.njit(cache=True)
-def _expand_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label,
+def _expand_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
                   s0, s1, s2, s3, s4, s5, s6, s7, s8, table, expanded, loops, accepting, sid, max_items, max_nesting):
-    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label)
+    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live)
     st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
     _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting)
     return 0
@@ -676,9 +742,9 @@ def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_n
 
 
 @numba.njit(cache=True)
-def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label,
+def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
                  s0, s1, s2, s3, s4, s5, s6, s7, s8, accepting, root, max_items, max_nesting):
-    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label)
+    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live)
     st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
     return _state_of_set(st, accepting, _closure(g, st, root, DONE, max_items, max_nesting))
 
@@ -703,7 +769,7 @@ class FlatDFA(TableDFA):
     def __init__(self, nfa: LazyNFA, *, max_states: int = 200_000):
         super().__init__(max_states)
         self.nfa = nfa  # kept for what reads the IR in Python (covering examples)
-        self.flat = FlatIR(nfa.root, nfa)
+        self.flat = FlatIR(nfa.root)
         self._store = _new_store()
         self.start = DEAD
         if not nfa.is_empty_language:
