@@ -42,6 +42,16 @@ class TableDFA:
         self._has_exits: dict[int, bool] = {}
 
     def expand(self, sid: int) -> None:
+        """Build the table row of state `sid` (idempotent; readers of built rows take no
+        lock)."""
+        if self.expanded[sid]:
+            return
+        with self._lock:
+            if not self.expanded[sid]:
+                self._build_row(sid)
+
+    def _build_row(self, sid: int) -> None:
+        """Write state `sid`'s row and mark it expanded (under the lock)."""
         raise NotImplementedError
 
     def free_bytes(self, sid: int) -> np.ndarray | None:
@@ -149,36 +159,30 @@ class LazyDFA(TableDFA):
             self.accepting[sid] = True
         return sid
 
-    def expand(self, sid: int) -> None:
-        """Build the table row of DFA state `sid` (idempotent)."""
-        if self.expanded[sid]:
+    def _build_row(self, sid: int) -> None:
+        items = self._sets[sid]
+        if len(items) == 1:
+            chain = self.nfa.literal_chain(next(iter(items)), LITERAL_CHAIN)
+            if chain:
+                self._expand_chain(sid, chain)
+                return
+        parts = self.nfa.row_parts(items)
+        if parts is not None:
+            self._expand_parts(sid, *parts)
             return
-        with self._lock:
-            if self.expanded[sid]:
-                return
-            items = self._sets[sid]
-            if len(items) == 1:
-                chain = self.nfa.literal_chain(next(iter(items)), LITERAL_CHAIN)
-                if chain:
-                    self._expand_chain(sid, chain)
-                    return
-            parts = self.nfa.row_parts(items)
-            if parts is not None:
-                self._expand_parts(sid, *parts)
-                return
-            pieces = [(lo, hi, self._intern(target)) for lo, hi, target in self.nfa.successors(items)]
-            row = self.table[sid]  # after interning, which may grow (replace) self.table
-            row[:] = DEAD
-            loops = False
-            for lo, hi, nxt in pieces:
-                if lo == hi:
-                    row[lo] = nxt
-                else:
-                    row[lo : hi + 1] = nxt
-                loops = loops or nxt == sid
-            if loops:
-                self._store_loops(sid)
-            self.expanded[sid] = True
+        pieces = [(lo, hi, self._intern(target)) for lo, hi, target in self.nfa.successors(items)]
+        row = self.table[sid]  # after interning, which may grow (replace) self.table
+        row[:] = DEAD
+        loops = False
+        for lo, hi, nxt in pieces:
+            if lo == hi:
+                row[lo] = nxt
+            else:
+                row[lo : hi + 1] = nxt
+            loops = loops or nxt == sid
+        if loops:
+            self._store_loops(sid)
+        self.expanded[sid] = True
 
     def _expand_parts(self, sid: int, base: list, replaced: list, points: list) -> None:
         """The row of a state inside the name of an undeclared property (`LazyNFA.row_parts`):

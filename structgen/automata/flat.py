@@ -259,7 +259,7 @@ def _new_store() -> list[np.ndarray]:
     return [
         meta,
         np.full((1024, 4), -1, dtype=np.int64),  # frames: kind, node, index, parent
-        np.full((1024, 3), -1, dtype=np.int64),  # items: leaf, offset, frame
+        np.full((1024, 4), -1, dtype=np.int64),  # items: leaf, offset, frame, 0
         np.zeros(1025, dtype=np.int64),  # set s is set_items[set_start[s]:set_start[s + 1]]
         np.zeros(8192, dtype=np.int64),
         np.zeros(1024, dtype=np.int64),  # state -> its set
@@ -336,33 +336,34 @@ def _rehash(keys, vals, new_keys, new_vals):
 
 
 @numba.njit(cache=True)
-def _frame(st, kind, node, index, parent):
-    f = _hget(st, T_FRAME, kind, node, index, parent)
-    if f < 0:
+def _row_of(st, which, k1, k2, k3, k4):
+    """The id of the frame (`which` = S_FRAMES: kind, node, index, parent) or the item
+    (S_ITEMS: leaf, offset, frame, 0) with these fields, added if new."""
+    tag = T_FRAME if which == S_FRAMES else T_ITEM
+    count = M_FRAMES if which == S_FRAMES else M_ITEMS
+    row = _hget(st, tag, k1, k2, k3, k4)
+    if row < 0:
         _hroom(st)
-        meta, frames = st[S_META], st[S_FRAMES]
-        f = meta[M_FRAMES]
-        if f >= frames.shape[0]:
-            raise ValueError("grow frames")
-        frames[f, 0], frames[f, 1], frames[f, 2], frames[f, 3] = kind, node, index, parent
-        meta[M_FRAMES] += 1
-        _hput(st, T_FRAME, kind, node, index, parent, f)
-    return f
+        meta, rows = st[S_META], st[which]
+        row = meta[count]
+        if row >= rows.shape[0]:
+            if which == S_FRAMES:
+                raise ValueError("grow frames")
+            raise ValueError("grow items")
+        rows[row, 0], rows[row, 1], rows[row, 2], rows[row, 3] = k1, k2, k3, k4
+        meta[count] += 1
+        _hput(st, tag, k1, k2, k3, k4, row)
+    return row
+
+
+@numba.njit(cache=True)
+def _frame(st, kind, node, index, parent):
+    return _row_of(st, S_FRAMES, kind, node, index, parent)
 
 
 @numba.njit(cache=True)
 def _item(st, leaf, offset, cont):
-    i = _hget(st, T_ITEM, leaf, offset, cont, 0)
-    if i < 0:
-        _hroom(st)
-        meta, items = st[S_META], st[S_ITEMS]
-        i = meta[M_ITEMS]
-        if i >= items.shape[0]:
-            raise ValueError("grow items")
-        items[i, 0], items[i, 1], items[i, 2] = leaf, offset, cont
-        meta[M_ITEMS] += 1
-        _hput(st, T_ITEM, leaf, offset, cont, 0, i)
-    return i
+    return _row_of(st, S_ITEMS, leaf, offset, cont, 0)
 
 
 @numba.njit(cache=True)
@@ -808,15 +809,10 @@ class FlatDFA(TableDFA):
         while self.num_states + room > self._store[S_STATE_SET].size:
             _grown(self._store, M_STATES)
 
-    def expand(self, sid: int) -> None:
-        if self.expanded[sid]:
-            return
-        with self._lock:
-            if self.expanded[sid]:
-                return
-            self.run(_expand_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid))
-            if self.num_states > self.max_states:
-                raise self.too_many_states()
+    def _build_row(self, sid: int) -> None:
+        self.run(_expand_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid))
+        if self.num_states > self.max_states:
+            raise self.too_many_states()
 
     def items_of(self, sid: int) -> np.ndarray:
         """The item ids of state `sid` (tests)."""
