@@ -785,11 +785,11 @@ class FlatDFA(TableDFA):
         """Run compiled code over this automaton: `fn(*IR arrays, *store arrays, *args(),
         max items, max nesting)`, which builds up to `rows` rows. Where it ran out of room
         in the store, grow that array and run it again (a call changes nothing it cannot
-        redo). Under the automaton's lock."""
+        redo); past the state budget, GrammarTooLargeError. Under the automaton's lock."""
         while True:
             self._reserve(rows)
             try:
-                return fn(*self.flat.arrays, *self._store, *args(), MAX_STATE_ITEMS, MAX_RULE_NESTING)
+                result = fn(*self.flat.arrays, *self._store, *args(), MAX_STATE_ITEMS, MAX_RULE_NESTING)
             except ValueError as exc:
                 message = str(exc)
                 if message in _GROW:
@@ -800,6 +800,9 @@ class FlatDFA(TableDFA):
                 if make is None:
                     raise
                 raise make() from None
+            if self.num_states > self.max_states:
+                raise self.too_many_states()
+            return result
 
     def _reserve(self, rows: int = 1) -> None:
         """Room in the per-state arrays for the states `rows` rows may add (256 each)."""
@@ -811,8 +814,6 @@ class FlatDFA(TableDFA):
 
     def _build_row(self, sid: int) -> None:
         self.run(_expand_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid))
-        if self.num_states > self.max_states:
-            raise self.too_many_states()
 
     def items_of(self, sid: int) -> np.ndarray:
         """The item ids of state `sid` (tests)."""

@@ -582,8 +582,6 @@ def _walk_from_flat(dfa: FlatDFA, trie: TokenTrie, nodes: np.ndarray, states: np
                 dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
                 trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words), rows=WALK_ROWS)
             allowed += count
-            if dfa.num_states > dfa.max_states:
-                raise dfa.too_many_states()
     return allowed
 
 
