@@ -666,6 +666,7 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
     union_states = np.empty(256, dtype=np.int64)  # ... and the state of each
     n_unions = 0
     chosen = np.empty(m, dtype=np.int64)
+    single = np.full(m, -1, dtype=np.int64)  # the state of each group's target alone
     for byte in range(256):
         word, bit = byte >> 6, np.uint64(1) << np.uint64(byte & 63)
         n = 0
@@ -679,7 +680,9 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
         if n == 0:
             continue
         if n == 1:
-            row[byte] = _state_of_set(st, accepting, targets[chosen[0]])
+            if single[chosen[0]] < 0:
+                single[chosen[0]] = _state_of_set(st, accepting, targets[chosen[0]])
+            row[byte] = single[chosen[0]]
             continue
         known = -1
         if m <= 64:

@@ -57,6 +57,14 @@ _FIRST_THEN_TAIL = ir.seq(C.json_char_ir(C.ANY_CHAR), _TAIL)
 _LOW_THEN_TAIL = ir.seq(ir.lit(b"\\u"), C.hex_ir((_LOW,)), _TAIL)
 
 
+@lru_cache(maxsize=4096)
+def _other_then_tail(letters: frozenset) -> ir.Node:
+    """Any character but `letters`, in any spelling, then any string body."""
+    if not letters:
+        return _FIRST_THEN_TAIL
+    return ir.seq(C.json_char_ir(C.difference(C.ANY_CHAR, C.charset(letters))), _TAIL)
+
+
 @lru_cache(maxsize=None)
 def _rest(digits: int, then: ir.Node) -> ir.Node:
     """`digits` more hex digits of any value, then `then`."""
@@ -175,23 +183,24 @@ class StringExcept(ir.Stepper):
         return out
 
     def plain(self) -> ir.Node:
-        """The same language as basic nodes: per trie node, each next letter in all its
-        spellings then that child, or any other character then any string (built once)."""
+        """The same language as a Graph of basic nodes (built once): a state per node of
+        the names' trie, final where its prefix is not a name, an edge to each child
+        reading that letter in any of its spellings, and one to a final end state
+        reading any other character and then any string. Its edge labels are shared
+        between all StringExcepts (memoized per letter and per set of next letters)."""
         if self._plain is None:
             self._plain = self._build_plain()
         return self._plain
 
     def _build_plain(self) -> ir.Node:
-        def build(t: int) -> ir.Node:
-            parts = [] if self._is_name[t] else [ir.EMPTY]
-            children = self._children[t]
+        end = len(self._children)
+        edges = []
+        for t, children in enumerate(self._children):
             for cp, child in children.items():
-                parts.append(ir.seq(C.json_char_ir(C.charset([cp])), build(child)))
-            other = C.difference(C.ANY_CHAR, C.charset(children))
-            parts.append(ir.seq(C.json_char_ir(other), _TAIL))
-            return ir.alt(*parts)
-
-        return build(0)
+                edges.append((t, child, C.json_char_ir(C.charset([cp]))))
+            edges.append((t, end, _other_then_tail(frozenset(children))))
+        finals = [t for t in range(end) if not self._is_name[t]] + [end]
+        return ir.Graph(end + 1, 0, finals, edges)
 
     def __repr__(self) -> str:
         return f"StringExcept({self.names!r})"
