@@ -51,6 +51,175 @@ class FlatUnsupported(Exception):
     Python one)."""
 
 
+class _Block:
+    """Flattened nodes (see FlatIR for the fields): numpy arrays and the id of each IR
+    node object. Immutable once made."""
+
+    def __init__(self, ids: dict[int, int], bitset_of: dict[tuple, int], fields: tuple[np.ndarray, ...]):
+        self.ids = ids
+        self.bitset_of = bitset_of  # ranges -> row of `bitsets`
+        (self.kind, self.a, self.b, self.c, self.kids, self.data, self.bitsets,
+         self.g_final, self.g_edge_end, self.g_dst, self.g_label) = fields
+
+
+_EMPTY_BLOCK = _Block({}, {}, (
+    *(np.zeros(0, dtype=np.int64) for _ in range(5)), np.zeros(0, dtype=np.uint8), np.zeros((0, 4), dtype=np.uint64),
+    np.zeros(0, dtype=np.bool_), *(np.zeros(0, dtype=np.int64) for _ in range(3)),
+))
+
+
+class _Flattener:
+    """Flattens the nodes reachable from some roots that `base` does not hold, after
+    it: their ids and pool offsets continue where the base's end."""
+
+    def __init__(self, base: _Block):
+        self.base = base
+        self.ids: dict[int, int] = {}
+        self.bitset_of: dict[tuple, int] = {}
+        self.kind: list[int] = []
+        self.a: list[int] = []
+        self.b: list[int] = []
+        self.c: list[int] = []
+        self.kids: list[int] = []
+        self.data = bytearray()
+        self.bitsets: list[tuple[int, int, int, int]] = []
+        self.g_final: list[bool] = []
+        self.g_edge_end: list[int] = []  # per graph state, one past its last edge
+        self.g_dst: list[int] = []
+        self.g_label: list[int] = []
+
+    def id_of(self, node: ir.Node) -> int:
+        key = id(node)
+        got = self.ids.get(key)
+        return self.base.ids[key] if got is None else got
+
+    def new_nodes(self, root: ir.Node, limit: int) -> tuple[list[ir.Node], list[ir.Stepper]]:
+        """The nodes reachable from `root` that have no id yet, and the Steppers among
+        them (kept apart: a Stepper takes the id of its plain() form)."""
+        order: list[ir.Node] = []
+        steppers: list[ir.Stepper] = []
+        met: set[int] = set()
+        known, base = self.ids, self.base.ids
+        pending = [root]
+        while pending:  # iteratively: IR trees nest deep
+            node = pending.pop()
+            key = id(node)
+            if key in known or key in base or key in met:
+                continue
+            met.add(key)
+            if isinstance(node, ir.Stepper):
+                steppers.append(node)
+                pending.append(node.plain())
+                continue
+            if isinstance(node, ir.Members):
+                raise FlatUnsupported("objects in any order (Members)")
+            if len(order) >= limit:
+                raise FlatUnsupported(f"more than {limit:,} IR nodes")
+            order.append(node)
+            pending.extend(_children(node))
+        return order, steppers
+
+    def add(self, nodes: list[ir.Node], steppers: list[ir.Stepper]) -> None:
+        """Give `nodes` the next ids and `steppers` their plain forms' ids, then fill in
+        the nodes' fields: rules may refer to themselves, so every id must exist before
+        any node lists its children."""
+        first = self.base.kind.size + len(self.kind)
+        for offset, node in enumerate(nodes):
+            self.ids[id(node)] = first + offset
+        for stepper in steppers:
+            self.ids[id(stepper)] = self.id_of(stepper.plain())
+        n = len(nodes)
+        self.kind += [0] * n
+        self.a += [0] * n
+        self.b += [0] * n
+        self.c += [-1] * n
+        for offset, node in enumerate(nodes):
+            self._fill(first - self.base.kind.size + offset, node)
+
+    def _fill(self, i: int, node: ir.Node) -> None:
+        """Write node `node`'s fields at index i of the own lists."""
+        base = self.base
+        if isinstance(node, ir.Bytes):
+            self.kind[i] = K_BYTES
+            self.a[i], self.b[i] = base.data.size + len(self.data), len(node.data)
+            self.data += node.data
+        elif isinstance(node, ir.ByteSet):
+            self.kind[i] = K_BYTESET
+            self.a[i] = self._bitset_row(node.ranges)
+        elif isinstance(node, (ir.Concat, ir.Alt)):
+            self.kind[i] = K_CONCAT if isinstance(node, ir.Concat) else K_ALT
+            self.a[i], self.b[i] = base.kids.size + len(self.kids), len(node.items)
+            self.kids += [self.id_of(k) for k in node.items]
+        elif isinstance(node, ir.Repeat):
+            self.kind[i] = K_REPEAT
+            self.a[i], self.b[i] = self.id_of(node.item), node.min
+            self.c[i] = -1 if node.max is None else node.max
+        elif isinstance(node, ir.Graph):
+            self.kind[i] = K_GRAPH
+            self.a[i], self.b[i], self.c[i] = base.g_final.size + len(self.g_final), node.start, node.num_states
+            finals = set(node.finals)
+            edges: list[list] = [[] for _ in range(node.num_states)]
+            for src, dst, label in node.edges:
+                edges[src].append((dst, -1 if label is None else self.id_of(label)))
+            for state in range(node.num_states):
+                self.g_final.append(state in finals)
+                for dst, label in edges[state]:
+                    self.g_dst.append(dst)
+                    self.g_label.append(label)
+                self.g_edge_end.append(base.g_dst.size + len(self.g_dst))
+        elif isinstance(node, ir.Ref):
+            self.kind[i] = K_REF
+            self.a[i] = self.id_of(node.target)
+        else:
+            raise FlatUnsupported(f"IR node {type(node).__name__}")
+
+    def _bitset_row(self, ranges: tuple) -> int:
+        row = self.bitset_of.get(ranges)
+        if row is None:
+            row = self.base.bitset_of.get(ranges)
+        if row is None:
+            bits = 0
+            for lo, hi in ranges:
+                bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+            row = self.bitset_of[ranges] = self.base.bitsets.shape[0] + len(self.bitsets)
+            self.bitsets.append(tuple((bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)))
+        return row
+
+    def block(self) -> _Block:
+        """The base and the nodes added here, as one block."""
+        base = self.base
+
+        def joined(old: np.ndarray, new, dtype) -> np.ndarray:
+            if not len(new):
+                return old
+            return np.concatenate([old, np.asarray(new, dtype=dtype).reshape(-1, *old.shape[1:])])
+
+        i64 = np.int64
+        fields = (
+            joined(base.kind, self.kind, i64), joined(base.a, self.a, i64), joined(base.b, self.b, i64),
+            joined(base.c, self.c, i64), joined(base.kids, self.kids, i64),
+            joined(base.data, np.frombuffer(bytes(self.data), dtype=np.uint8), np.uint8),
+            joined(base.bitsets, self.bitsets, np.uint64), joined(base.g_final, self.g_final, np.bool_),
+            joined(base.g_edge_end, self.g_edge_end, i64), joined(base.g_dst, self.g_dst, i64),
+            joined(base.g_label, self.g_label, i64),
+        )
+        return _Block({**base.ids, **self.ids}, {**base.bitset_of, **self.bitset_of}, fields)
+
+
+def _children(node: ir.Node) -> list[ir.Node]:
+    if isinstance(node, (ir.Concat, ir.Alt)):
+        return list(node.items)
+    if isinstance(node, ir.Repeat):
+        return [node.item]
+    if isinstance(node, ir.Graph):
+        return [lab for _, _, lab in node.edges if lab is not None]
+    if isinstance(node, ir.Ref):
+        return [node.target]
+    if isinstance(node, ir.Stepper):
+        return [node.plain()]
+    return []
+
+
 class FlatIR:
     """An IR graph as arrays: per node id its kind and three ints (a, b, c), with pools.
 
@@ -62,130 +231,92 @@ class FlatIR:
     `g_edge_start[g]:g_edge_start[g + 1]` into `g_dst`, `g_label` (-1: epsilon).
     `nonempty[n]`: the node's language has a string; `g_live[g]`: an end of the graph
     can be reached from state g. The automaton enters only such nodes and states, so
-    every item can reach acceptance."""
+    every item can reach acceptance.
+
+    The first ids are the nodes shared between grammars (`SHARED`), whether this one
+    uses them or not; only the others are flattened here."""
 
     def __init__(self, root: ir.Node):
-        self._ids: dict[int, int] = {}
-        self._nodes: list[ir.Node] = []
-        self.kind: list[int] = []
-        self.a: list[int] = []
-        self.b: list[int] = []
-        self.c: list[int] = []
-        self.kids: list[int] = []
-        self.data = bytearray()
-        self.bitsets: list[tuple[int, int, int, int]] = []
-        self._bitset_of: dict[tuple, int] = {}  # ranges -> row of `bitsets`
-        self.g_final: list[bool] = []
-        self.g_edge_start: list[int] = [0]
-        self.g_dst: list[int] = []
-        self.g_label: list[int] = []
-        self.root = self._flatten(root)
-        kind, a, b, c = (np.asarray(x, dtype=np.int64) for x in (self.kind, self.a, self.b, self.c))
-        kids = np.asarray(self.kids, dtype=np.int64)
-        g_final = np.asarray(self.g_final or [False], dtype=np.bool_)
-        g_edge_start = np.asarray(self.g_edge_start, dtype=np.int64)
-        g_dst = np.asarray(self.g_dst or [0], dtype=np.int64)
-        g_label = np.asarray(self.g_label or [0], dtype=np.int64)
-        nonempty, g_live = _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label)
+        flattener = _Flattener(SHARED.base())
+        nodes, steppers = flattener.new_nodes(root, MAX_FLAT_NODES)
+        flattener.add(nodes, steppers)
+        self.root = flattener.id_of(root)
+        SHARED.met(nodes, steppers)
+        block = flattener.block()
+        self.num_nodes = block.kind.size
+        g_edge_start = np.concatenate([np.zeros(1, dtype=np.int64), block.g_edge_end])
+        g_final, g_dst, g_label = block.g_final, block.g_dst, block.g_label
+        if not g_final.size:  # numba wants no empty arrays here
+            g_final, g_dst, g_label = np.zeros(1, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64)
+        elif not g_dst.size:
+            g_dst, g_label = np.zeros(1, np.int64), np.zeros(1, np.int64)
+        nonempty, g_live = _liveness(block.kind, block.a, block.b, block.c, block.kids, g_final, g_edge_start,
+                                     g_dst, g_label)
         self.nonempty = nonempty
         self.arrays = (
-            kind, a, b, c, kids, np.frombuffer(bytes(self.data) or b"\0", dtype=np.uint8).copy(),
-            np.asarray(self.bitsets or [(0, 0, 0, 0)], dtype=np.uint64).reshape(-1, 4),
+            block.kind, block.a, block.b, block.c, block.kids, block.data if block.data.size else np.zeros(1, np.uint8),
+            block.bitsets if block.bitsets.shape[0] else np.zeros((1, 4), np.uint64),
             nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
         )
 
-    @property
-    def num_nodes(self) -> int:
-        return len(self.kind)
 
-    def _flatten(self, root: ir.Node) -> int:
-        """Number every node reachable from `root` (a Stepper takes the number of its
-        plain tree), then fill in each one's arrays: rules may refer to themselves, so
-        every id must exist before any node lists its children."""
-        order: list[ir.Node] = []
-        pending = [root]
-        while pending:  # iteratively: IR trees nest deep
-            node = pending.pop()
-            if id(node) in self._ids:
-                continue
-            if isinstance(node, ir.Stepper):
-                plain = node.plain()
-                if id(plain) not in self._ids:
-                    pending += [node, plain]  # number the plain tree first
+class _SharedNodes:
+    """The IR nodes that more than one grammar holds (the same objects: a JSON string's
+    characters, number lexemes, the rules of any JSON value, memoized by the grammar
+    builders), flattened once per process into a block every FlatIR starts with: about
+    70% of the nodes of a JSON schema's IR are shared, and flattening is Python, a few
+    us a node.
+
+    A node is shared the second time a FlatIR meets it. The nodes met once are held
+    (their ids must not be reused by other objects while counted) up to MAX_SIGHTINGS,
+    then forgotten; the shared block stops growing at MAX_NODES."""
+
+    MAX_SIGHTINGS = 100_000
+    MAX_NODES = 20_000
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._block = _EMPTY_BLOCK
+        self._met_once: dict[int, ir.Node] = {}
+        self._alive: list[ir.Node] = []  # the nodes whose ids the block holds
+
+    def base(self) -> _Block:
+        return self._block
+
+    def met(self, nodes: list[ir.Node], steppers: list[ir.Stepper]) -> None:
+        """Count the new nodes of a FlatIR; add to the block those met before whose
+        descendants are all shared."""
+        with self._lock:
+            if self._block.kind.size >= self.MAX_NODES:
+                return
+            if len(self._met_once) > self.MAX_SIGHTINGS:
+                self._met_once.clear()
+            again: dict[int, ir.Node] = {}
+            for node in [*nodes, *steppers]:
+                key = id(node)
+                if key in self._block.ids:
+                    continue
+                if self._met_once.pop(key, None) is node:
+                    again[key] = node
                 else:
-                    self._ids[id(node)] = self._ids[id(plain)]
-                continue
-            if isinstance(node, ir.Members):
-                raise FlatUnsupported("objects in any order (Members)")
-            if len(order) >= MAX_FLAT_NODES:
-                raise FlatUnsupported(f"more than {MAX_FLAT_NODES:,} IR nodes")
-            self._ids[id(node)] = len(order)
-            order.append(node)
-            pending.extend(self._children(node))
-        self._nodes = order
-        n = len(order)
-        self.kind, self.a, self.b, self.c = [0] * n, [0] * n, [0] * n, [-1] * n
-        for nid, node in enumerate(order):
-            self._fill(nid, node)
-        return self._ids[id(root)]
+                    self._met_once[key] = node
+            known = self._block.ids
+            changed = True
+            while changed:  # drop those with a descendant that is not shared
+                changed = False
+                for key, node in list(again.items()):
+                    if any(id(k) not in known and id(k) not in again for k in _children(node)):
+                        del again[key]
+                        changed = True
+            if again:
+                flattener = _Flattener(self._block)
+                flattener.add([n for n in again.values() if not isinstance(n, ir.Stepper)],
+                              [n for n in again.values() if isinstance(n, ir.Stepper)])
+                self._alive += again.values()
+                self._block = flattener.block()  # a new block: FlatIRs being built hold the old
 
-    def _children(self, node: ir.Node) -> list[ir.Node]:
-        if isinstance(node, (ir.Concat, ir.Alt)):
-            return list(node.items)
-        if isinstance(node, ir.Repeat):
-            return [node.item]
-        if isinstance(node, ir.Graph):
-            return [lab for _, _, lab in node.edges if lab is not None]
-        if isinstance(node, ir.Ref):
-            return [node.target]
-        return []
 
-    def _fill(self, nid: int, node: ir.Node) -> None:
-        ids = self._ids
-        if isinstance(node, ir.Bytes):
-            self.kind[nid] = K_BYTES
-            self.a[nid], self.b[nid] = len(self.data), len(node.data)
-            self.data += node.data
-        elif isinstance(node, ir.ByteSet):
-            self.kind[nid] = K_BYTESET
-            row = self._bitset_of.get(node.ranges)
-            if row is None:
-                bits = 0
-                for lo, hi in node.ranges:
-                    bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
-                row = self._bitset_of[node.ranges] = len(self.bitsets)
-                self.bitsets.append(tuple((bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)))
-            self.a[nid] = row
-        elif isinstance(node, ir.Concat):
-            self.kind[nid] = K_CONCAT
-            self.a[nid], self.b[nid] = len(self.kids), len(node.items)
-            self.kids += [ids[id(k)] for k in node.items]
-        elif isinstance(node, ir.Alt):
-            self.kind[nid] = K_ALT
-            self.a[nid], self.b[nid] = len(self.kids), len(node.items)
-            self.kids += [ids[id(k)] for k in node.items]
-        elif isinstance(node, ir.Repeat):
-            self.kind[nid] = K_REPEAT
-            self.a[nid], self.b[nid] = ids[id(node.item)], node.min
-            self.c[nid] = -1 if node.max is None else node.max
-        elif isinstance(node, ir.Graph):
-            self.kind[nid] = K_GRAPH
-            self.a[nid], self.b[nid], self.c[nid] = len(self.g_final), node.start, node.num_states
-            finals = set(node.finals)
-            edges: list[list] = [[] for _ in range(node.num_states)]
-            for src, dst, label in node.edges:
-                edges[src].append((dst, -1 if label is None else ids[id(label)]))
-            for state in range(node.num_states):
-                self.g_final.append(state in finals)
-                for dst, label in edges[state]:
-                    self.g_dst.append(dst)
-                    self.g_label.append(label)
-                self.g_edge_start.append(len(self.g_dst))
-        elif isinstance(node, ir.Ref):
-            self.kind[nid] = K_REF
-            self.a[nid] = ids[id(node.target)]
-        else:
-            raise FlatUnsupported(f"IR node {type(node).__name__}")
+SHARED = _SharedNodes()
 
 
 @numba.njit(cache=True)

@@ -53,16 +53,44 @@ def _hex_value(b: int) -> int:
 _TAIL = C.json_body_ir()
 # A first character off the trie, read raw (its escapes are decoded by StringExcept).
 _FIRST_THEN_TAIL = ir.seq(C.json_char_ir(C.ANY_CHAR), _TAIL)
+# A non-ASCII character in any JSON spelling (raw UTF-8, `\\u` escape, surrogate pair).
+_NON_ASCII_CHAR = C.json_char_ir(((0x80, C.MAX_CODE_POINT),))
 # A high surrogate escape needs its low half: `\uDC00`..`\uDFFF`.
 _LOW_THEN_TAIL = ir.seq(ir.lit(b"\\u"), C.hex_ir((_LOW,)), _TAIL)
 
 
 @lru_cache(maxsize=4096)
 def _other_then_tail(letters: frozenset) -> ir.Node:
-    """Any character but `letters`, in any spelling, then any string body."""
+    """Any character but the ASCII `letters`, in any spelling, then any string body.
+    The non-ASCII characters are one shared node; the ASCII ones are written out here
+    (C.json_char_ir of each letter set would cost ~0.5 ms, mostly its hex escapes)."""
     if not letters:
         return _FIRST_THEN_TAIL
-    return ir.seq(C.json_char_ir(C.difference(C.ANY_CHAR, C.charset(letters))), _TAIL)
+    return ir.seq(ir.alt(_NON_ASCII_CHAR, _ascii_char_except(letters)), _TAIL)
+
+
+def _hex_digit_ranges(values: list[int]) -> ir.Node:
+    """One hex digit (either case) whose value is in `values`."""
+    out = []
+    for v in values:
+        out += [(0x30 + v, 0x30 + v)] if v < 10 else [(0x61 + v - 10, 0x61 + v - 10), (0x41 + v - 10, 0x41 + v - 10)]
+    return ir.byteset(out)
+
+
+def _ascii_char_except(letters: frozenset) -> ir.Node:
+    """One ASCII character not in `letters`, in each JSON spelling: raw where JSON allows
+    it, its short escape, `\\u00HH`."""
+    raw = ir.byteset([(b, b) for b in range(0x20, 0x80) if b not in letters and b not in _QUOTE_BACKSLASH])
+    short = ir.byteset([(letter, letter) for letter, cp in _SHORT_ESCAPE_OF.items() if cp not in letters])
+    lows_of_high: dict[tuple, list[int]] = {}  # the low digits allowed -> the high digits with them
+    for high in range(8):
+        lows = tuple(low for low in range(16) if (high << 4 | low) not in letters)
+        if lows:
+            lows_of_high.setdefault(lows, []).append(high)
+    hex_pairs = ir.alt(*(ir.seq(_hex_digit_ranges(highs), _hex_digit_ranges(list(lows)))
+                         for lows, highs in lows_of_high.items()))
+    escaped = ir.seq(ir.lit(b"\\"), ir.alt(short, ir.seq(ir.lit(b"u00"), hex_pairs)))
+    return ir.alt(raw, escaped)
 
 
 @lru_cache(maxsize=None)
