@@ -23,6 +23,7 @@ from structgen.automata.flat import FlatDFA, FlatUnsupported
 from structgen.automata.nfa import LazyNFA
 from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError
 from structgen.grammar import ir
+from structgen.grammar.string_except import StringExcept
 from structgen.matcher import CompiledGrammar
 
 DEFAULT_MAX_STATES = 50_000_000  # IR positions a grammar may expand to (built lazily)
@@ -97,7 +98,8 @@ def _build(
 
 
 def _flat_automaton() -> bool:
-    return os.environ.get("STRUCTGEN_AUTOMATON") == "flat"
+    """The compiled automaton unless STRUCTGEN_AUTOMATON=python (A/B runs, debugging)."""
+    return os.environ.get("STRUCTGEN_AUTOMATON", "flat") != "python"
 
 
 _flat_code_loaded: set[str] = set()
@@ -109,18 +111,20 @@ def _load_flat_code(vocab) -> None:
     compile budget or a first mask is timed. Once per vocabulary (its token walk)."""
     if vocab.fingerprint in _flat_code_loaded:
         return
-    nfa = LazyNFA(ir.seq(ir.lit('{"a": '), ir.rep(ir.byte_range(0x30, 0x39), 1, None), ir.lit("}")))
+    nfa = LazyNFA(ir.seq(ir.lit('{"'), StringExcept(["a"]), ir.lit('": '), ir.rep(ir.byte_range(0x30, 0x39), 1, None),
+                         ir.lit("}")))
     dfa = FlatDFA(nfa)
     dfa.expand(dfa.start)  # a row built from Python
     grammar = CompiledGrammar("warm-up", "", FlatDFA(nfa), vocab)
     grammar.tokens_of(grammar.dfa.start)  # rows built inside the token walk
+    grammar.tokens_of(grammar.dfa.walk(grammar.dfa.start, b'{"'))  # a key's free bytes
     _flat_code_loaded.add(vocab.fingerprint)
 
 
 def _automaton(nfa: LazyNFA, max_dfa_states: int):
-    """The lazy DFA of a grammar: the Python one (`dfa.LazyDFA`), or with
-    STRUCTGEN_AUTOMATON=flat the compiled one (`flat.FlatDFA`, experimental: faster
-    first visits, slower compiles) where it takes the grammar."""
+    """The lazy DFA of a grammar: the compiled one (`flat.FlatDFA`: rows built in
+    numba) where it takes the grammar, else (objects in any order, huge IRs, or
+    STRUCTGEN_AUTOMATON=python) the Python one (`dfa.LazyDFA`)."""
     if _flat_automaton():
         try:
             return FlatDFA(nfa, max_states=max_dfa_states)

@@ -425,7 +425,7 @@ def test_near_state_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokeniz
         assert m.is_accepting()
 
 
-def test_key_prefix_rows_equal_the_rows_of_their_moves(smollm2_vocab):
+def test_key_prefix_rows_equal_the_rows_of_their_moves(smollm2_vocab, monkeypatch):
     """A state inside the name of an undeclared property gets its row as a copy of the
     row its Stepper shares with every prefix, patched (LazyDFA._expand_parts). Each such
     row must be the one the generic path builds from the items' moves."""
@@ -436,6 +436,7 @@ def test_key_prefix_rows_equal_the_rows_of_their_moves(smollm2_vocab):
     }
     texts = [json.dumps({"name": "x", "nickname": 1, "n/a": True, "nam": "", "na": 2, "naME": {"name": 1}}),
              json.dumps({"a\\b": None, "nam": "z", "\u00e9": [], "nick": "q", "a\\": 0}, ensure_ascii=True)]
+    monkeypatch.setenv("STRUCTGEN_AUTOMATON", "python")  # a shortcut of the Python automaton
     structgen.clear_cache()
     grammar = structgen.compile_json_schema(schema, smollm2_vocab)
     for text in texts:
@@ -509,6 +510,7 @@ def test_lexeme_space_is_shared_and_replaced_when_full(smollm2_vocab, smollm2_to
     the old ones keep theirs, and every mask still equals the oracle."""
     schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string", "maxLength": 4}}}
     text = json.dumps({"a": "h\u00e9llo \\ \"\u2603\" \U0001f600", "b": "x\ny", "c": "z"})
+    monkeypatch.setenv("STRUCTGEN_AUTOMATON", "python")  # the compiled automaton has no lexeme space
     structgen.clear_cache()
     first = structgen.compile_json_schema(schema, smollm2_vocab)
     second = structgen.compile_json_schema(schema, smollm2_vocab, whitespace="compact")

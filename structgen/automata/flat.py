@@ -15,14 +15,18 @@ Python: most of the time of the slowest mask steps).
 
 What it does not take: `Members` (objects in any order), whose states are made by
 Python code, and IRs past MAX_FLAT_NODES; it says so (`FlatUnsupported`) and the
-compiler keeps the Python automaton. A `Stepper` is flattened as its `plain()` tree, and
-lexemes as the basic nodes they are (so the Python automaton's shortcuts for them --
-free bytes, key-prefix rows, the shared lexeme DFA -- do not apply here).
+compiler keeps the Python automaton. A `Stepper` is flattened as its `plain()` Graph,
+and lexemes as the basic nodes they are (the Python automaton's key-prefix rows and
+shared lexeme DFA do not apply here). Free bytes do: where a closure passes a graph
+state that declares some (`ir.Graph.free`, the trie of a StringExcept), it adds a marker
+item (a negative leaf: the row of `bitsets` holding them), which reads no byte and
+tells `FlatDFA.free_bytes` what the state takes unwalked.
 
-Experimental: the compiler uses it only with STRUCTGEN_AUTOMATON=flat. Flattening the
-whole IR at compile time (Python, ~15 us a node) makes compiles ~3x slower for now.
-The store is numpy arrays grown by the Python side between calls (`FlatDFA.run`); the
-token walk drives `expand_rows` from compiled code (`tokens._walk_building`).
+The compiler's default (STRUCTGEN_AUTOMATON=python selects the Python one). The IR is
+flattened at compile time, in Python; nodes that several grammars share are flattened
+once per process (`SHARED`). The store is numpy arrays grown by the Python side between
+calls (`FlatDFA.run`); the token walk drives `expand_rows` from compiled code
+(`tokens._walk_building`).
 Must not know about tokens, vocabularies or the engine.
 """
 
@@ -59,12 +63,12 @@ class _Block:
         self.ids = ids
         self.bitset_of = bitset_of  # ranges -> row of `bitsets`
         (self.kind, self.a, self.b, self.c, self.kids, self.data, self.bitsets,
-         self.g_final, self.g_edge_end, self.g_dst, self.g_label) = fields
+         self.g_final, self.g_edge_end, self.g_dst, self.g_label, self.g_free) = fields
 
 
 _EMPTY_BLOCK = _Block({}, {}, (
     *(np.zeros(0, dtype=np.int64) for _ in range(5)), np.zeros(0, dtype=np.uint8), np.zeros((0, 4), dtype=np.uint64),
-    np.zeros(0, dtype=np.bool_), *(np.zeros(0, dtype=np.int64) for _ in range(3)),
+    np.zeros(0, dtype=np.bool_), *(np.zeros(0, dtype=np.int64) for _ in range(4)),
 ))
 
 
@@ -87,6 +91,7 @@ class _Flattener:
         self.g_edge_end: list[int] = []  # per graph state, one past its last edge
         self.g_dst: list[int] = []
         self.g_label: list[int] = []
+        self.g_free: list[int] = []  # per graph state, the row of `bitsets` of its free bytes, or -1
 
     def id_of(self, node: ir.Node) -> int:
         key = id(node)
@@ -163,6 +168,7 @@ class _Flattener:
                 edges[src].append((dst, -1 if label is None else self.id_of(label)))
             for state in range(node.num_states):
                 self.g_final.append(state in finals)
+                self.g_free.append(self._bits_row(node.free[state]) if node.free and node.free[state] else -1)
                 for dst, label in edges[state]:
                     self.g_dst.append(dst)
                     self.g_label.append(label)
@@ -174,6 +180,7 @@ class _Flattener:
             raise FlatUnsupported(f"IR node {type(node).__name__}")
 
     def _bitset_row(self, ranges: tuple) -> int:
+        """The row of `bitsets` holding the bytes of `ranges` (added if new)."""
         row = self.bitset_of.get(ranges)
         if row is None:
             row = self.base.bitset_of.get(ranges)
@@ -181,7 +188,17 @@ class _Flattener:
             bits = 0
             for lo, hi in ranges:
                 bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
-            row = self.bitset_of[ranges] = self.base.bitsets.shape[0] + len(self.bitsets)
+            row = self._bits_row(bits, ranges)
+        return row
+
+    def _bits_row(self, bits: int, key=None) -> int:
+        """The row of `bitsets` holding byte set `bits` (bit b for byte b), added if new."""
+        key = key if key is not None else ("bits", bits)
+        row = self.bitset_of.get(key)
+        if row is None:
+            row = self.base.bitset_of.get(key)
+        if row is None:
+            row = self.bitset_of[key] = self.base.bitsets.shape[0] + len(self.bitsets)
             self.bitsets.append(tuple((bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)))
         return row
 
@@ -201,7 +218,7 @@ class _Flattener:
             joined(base.data, np.frombuffer(bytes(self.data), dtype=np.uint8), np.uint8),
             joined(base.bitsets, self.bitsets, np.uint64), joined(base.g_final, self.g_final, np.bool_),
             joined(base.g_edge_end, self.g_edge_end, i64), joined(base.g_dst, self.g_dst, i64),
-            joined(base.g_label, self.g_label, i64),
+            joined(base.g_label, self.g_label, i64), joined(base.g_free, self.g_free, i64),
         )
         return _Block({**base.ids, **self.ids}, {**base.bitset_of, **self.bitset_of}, fields)
 
@@ -245,18 +262,20 @@ class FlatIR:
         block = flattener.block()
         self.num_nodes = block.kind.size
         g_edge_start = np.concatenate([np.zeros(1, dtype=np.int64), block.g_edge_end])
-        g_final, g_dst, g_label = block.g_final, block.g_dst, block.g_label
+        g_final, g_dst, g_label, g_free = block.g_final, block.g_dst, block.g_label, block.g_free
         if not g_final.size:  # numba wants no empty arrays here
             g_final, g_dst, g_label = np.zeros(1, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64)
+            g_free = np.full(1, -1, np.int64)
         elif not g_dst.size:
             g_dst, g_label = np.zeros(1, np.int64), np.zeros(1, np.int64)
         nonempty, g_live = _liveness(block.kind, block.a, block.b, block.c, block.kids, g_final, g_edge_start,
                                      g_dst, g_label)
         self.nonempty = nonempty
+        self.has_free = bool((g_free >= 0).any())
         self.arrays = (
             block.kind, block.a, block.b, block.c, block.kids, block.data if block.data.size else np.zeros(1, np.uint8),
             block.bitsets if block.bitsets.shape[0] else np.zeros((1, 4), np.uint64),
-            nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
+            nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
         )
 
 
@@ -585,7 +604,7 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
     version of `LazyNFA._enter` / `_resume`. Each (op, node, state, continuation) is
     worked once, so each leaf item is met once: `out` needs no set."""
     kind, a, b, c, kids, nonempty = g[0], g[1], g[2], g[3], g[4], g[7]
-    g_final, g_edge_start, g_dst, g_label, g_live = g[8], g[9], g[10], g[11], g[12]
+    g_final, g_edge_start, g_dst, g_label, g_live, g_free = g[8], g[9], g[10], g[11], g[12], g[13]
     stack = np.empty((64, 5), dtype=np.int64)  # (op, node, graph state, continuation, rules entered)
     stack, top = _push(stack, 0, op0, node0, 0, cont0, 0)
     seen = np.full((128, 4), -2, dtype=np.int64)
@@ -619,6 +638,8 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
                     stack, top = _push(stack, top, OP_GRAPH, fnode, findex, fparent, depth)
         elif op == OP_GRAPH:
             gs = a[x] + y
+            if g_free[gs] >= 0:  # a marker: the state's free bytes (see `_free_entry`)
+                found = _item(st, -1 - g_free[gs], 0, cont)
             if g_final[gs]:
                 stack, top = _push(stack, top, OP_RESUME, 0, 0, cont, depth)
             for e in range(g_edge_start[gs], g_edge_start[gs + 1]):
@@ -773,6 +794,8 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
         if it == ACCEPT:
             continue
         leaf, offset, cont = st[S_ITEMS][it, 0], st[S_ITEMS][it, 1], st[S_ITEMS][it, 2]
+        if leaf < 0:
+            continue  # a free-bytes marker reads nothing
         if kind[leaf] == K_BYTES and offset + 1 < b[leaf]:
             target = _single(st, _item(st, leaf, offset + 1, cont))
         else:
@@ -851,9 +874,9 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
 # Entry points called from Python take each array as its own argument (numba types a
 # tuple argument anew at every call).
 @numba.njit(cache=True)
-def _expand_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
+def _expand_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                   s0, s1, s2, s3, s4, s5, s6, s7, s8, table, expanded, loops, accepting, sid, max_items, max_nesting):
-    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live)
+    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
     st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
     _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting)
     return 0
@@ -877,11 +900,24 @@ def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_n
 
 
 @numba.njit(cache=True)
-def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
+def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                  s0, s1, s2, s3, s4, s5, s6, s7, s8, accepting, root, max_items, max_nesting):
-    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live)
+    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
     st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
     return _state_of_set(st, accepting, _closure(g, st, root, DONE, max_items, max_nesting))
+
+
+@numba.njit(cache=True)
+def _free_entry(bitsets, s0, s1, s2, s3, s4, s5, s6, s7, s8, sid):
+    """The free bytes of state `sid` (4 x u64): the union of its markers' byte sets."""
+    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
+    free = np.zeros(4, dtype=np.uint64)
+    for it in _set_items(st, st[S_STATE_SET][sid]):
+        leaf = st[S_ITEMS][it, 0]
+        if leaf < 0:
+            for w in range(4):
+                free[w] |= bitsets[-1 - leaf, w]
+    return free
 
 
 @numba.njit(cache=True)
@@ -906,6 +942,7 @@ class FlatDFA(TableDFA):
         self.nfa = nfa  # kept for what reads the IR in Python (covering examples)
         self.flat = FlatIR(nfa.root)
         self._store = _new_store()
+        self._free: dict[int, np.ndarray | None] = {}
         self.start = DEAD
         if not nfa.is_empty_language:
             with self._lock:
@@ -948,6 +985,21 @@ class FlatDFA(TableDFA):
 
     def _build_row(self, sid: int) -> None:
         self.run(_expand_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid))
+
+    def free_bytes(self, sid: int) -> np.ndarray | None:
+        """See TableDFA.free_bytes: from the markers the closures put in the state's set
+        where they passed a graph state with free bytes (the trie of a StringExcept)."""
+        free = self._free.get(sid, False)
+        if free is False:
+            self.expand(sid)  # its loops are known once its row is built
+            free = None
+            if self.flat.has_free:
+                with self._lock:
+                    free = _free_entry(self.flat.arrays[6], *self._store, sid)
+                if not (free & ~self.loops[sid]).any():
+                    free = None  # no more than its loops: the LoopSlice path covers it
+            self._free[sid] = free
+        return free
 
     def items_of(self, sid: int) -> np.ndarray:
         """The item ids of state `sid` (tests)."""

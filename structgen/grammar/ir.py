@@ -96,7 +96,12 @@ class Repeat(Node):
 
 
 class Graph(Node):
-    __slots__ = ("num_states", "start", "finals", "edges")
+    """States 0..num_states-1 joined by edges (src, dst, label node, or None for an
+    empty move); starts at `start`, may end at `finals`. `free`, optional: per state, a
+    set of bytes (bit b for byte b) every string of which it reads without leaving the
+    language, as `Stepper.free_bytes` says of a position (0: none claimed)."""
+
+    __slots__ = ("num_states", "start", "finals", "edges", "free")
 
     def __init__(
         self,
@@ -104,11 +109,15 @@ class Graph(Node):
         start: int,
         finals: tuple[int, ...],
         edges: tuple[tuple[int, int, "Node | None"], ...],
+        free: tuple[int, ...] | None = None,
     ):
         self.num_states = num_states
         self.start = start
         self.finals = tuple(finals)
         self.edges = tuple(edges)
+        self.free = None if free is None else tuple(free)
+        if self.free is not None and len(self.free) != num_states:
+            raise ValueError("graph `free` needs one entry per state")
         for src, dst, _ in self.edges:
             if not (0 <= src < num_states and 0 <= dst < num_states):
                 raise ValueError(f"graph edge ({src}, {dst}) outside 0..{num_states - 1}")

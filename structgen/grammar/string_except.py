@@ -228,7 +228,8 @@ class StringExcept(ir.Stepper):
                 edges.append((t, child, C.json_char_ir(C.charset([cp]))))
             edges.append((t, end, _other_then_tail(frozenset(children))))
         finals = [t for t in range(end) if not self._is_name[t]] + [end]
-        return ir.Graph(end + 1, 0, finals, edges)
+        free = [self.free_bytes(t) for t in range(end)] + [0]
+        return ir.Graph(end + 1, 0, finals, edges, free)
 
     def __repr__(self) -> str:
         return f"StringExcept({self.names!r})"
