@@ -104,6 +104,50 @@ def test_flat_masks_equal_bruteforce_oracle(smollm2_vocab):
     assert_masks_match_oracle(grammar, visited, smollm2_vocab)
 
 
+def test_flat_free_bytes_of_a_key_and_its_masks(smollm2_vocab, smollm2_tokenizer):
+    """Inside the name of an undeclared property the state takes any raw ASCII text
+    unwalked (its StringExcept trie marks it), as the Python automaton's does; not
+    inside an escape nor in a declared name's value. Masks equal the oracle's."""
+    from structgen.grammar.string_except import StringExcept
+
+    node = ir.seq(ir.lit('{"'), StringExcept(["name", "nick"]), ir.lit('": '), ir.rep(ir.byte_range(0x30, 0x39), 1, 3),
+                  ir.lit("}"))
+    grammar = CompiledGrammar("test", "", FlatDFA(LazyNFA(node)), smollm2_vocab)
+    python = LazyDFA(LazyNFA(node))
+    dfa, raw_ascii = grammar.dfa, {b for b in range(0x20, 0x80) if b not in b'"\\'}
+    visited = []
+    for prefix in (b'{"', b'{"n', b'{"ni', b'{"nick', b'{"x', b'{"n\\', b'{"nam": 1'):
+        sid, expected = dfa.walk(dfa.start, prefix), python.free_bytes(python.walk(python.start, prefix))
+        assert sid >= 0, prefix
+        free = dfa.free_bytes(sid)
+        got = None if free is None else {b for b in range(256) if (int(free[b >> 6]) >> (b & 63)) & 1}
+        want = None if expected is None else {b for b in range(256) if (int(expected[b >> 6]) >> (b & 63)) & 1}
+        assert got == want, prefix
+        if prefix in (b'{"', b'{"ni'):
+            assert got == raw_ascii
+        visited.append(sid)
+    assert_masks_match_oracle(grammar, visited, smollm2_vocab)
+
+
+def test_flat_nodes_shared_between_grammars_are_flattened_once(monkeypatch, smollm2_vocab):
+    """The second grammar holding the same node objects (a JSON string's characters)
+    moves them into the shared block; a third grammar starts from it and flattens only
+    its own nodes, with masks still equal to the Python automaton's."""
+    monkeypatch.setattr(flat, "SHARED", flat._SharedNodes())
+    schemas = [{"type": "object", "properties": {k: {"type": "string"}}, "required": [k]} for k in ("a", "b")]
+    for schema in schemas:
+        monkeypatch.setenv("STRUCTGEN_AUTOMATON", "flat")
+        structgen.clear_cache()
+        structgen.compile_json_schema(schema, smollm2_vocab)
+    shared = flat.SHARED.base()
+    assert shared.kind.size > 0
+    third = {"type": "object", "properties": {"c": {"type": "string", "minLength": 2}, "d": {"type": "array"}}}
+    python, compiled = _both(monkeypatch, lambda: structgen.compile_json_schema(third, smollm2_vocab))
+    assert compiled.dfa.flat.num_nodes > shared.kind.size
+    assert np.array_equal(compiled.dfa.flat.arrays[0][: shared.kind.size], shared.kind)  # it starts with them
+    _same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=40)
+
+
 def test_flat_store_grows_while_building(smollm2_vocab):
     """A grammar whose automaton outgrows the store's first arrays (1,024 frames and
     items, 8,192 hash slots): every row is still right after the growth and retries."""
