@@ -56,20 +56,43 @@ class FlatUnsupported(Exception):
 
 
 class _Block:
-    """Flattened nodes (see FlatIR for the fields): numpy arrays and the id of each IR
-    node object. Immutable once made."""
+    """Flattened nodes (see FlatIR for the fields) as numpy arrays, the id of each IR
+    node object, and which nodes and graph states are live. Immutable once made.
 
-    def __init__(self, ids: dict[int, int], bitset_of: dict[tuple, int], fields: tuple[np.ndarray, ...]):
+    `raw` holds the fields as flattened; the attributes are what the compiled code
+    takes, which wants no empty array (a block without graphs gets a dummy state)."""
+
+    def __init__(self, ids: dict[int, int], bitset_of: dict[tuple, int], raw: tuple[np.ndarray, ...],
+                 known: "_Block | None"):
         self.ids = ids
-        self.bitset_of = bitset_of  # ranges -> row of `bitsets`
-        (self.kind, self.a, self.b, self.c, self.kids, self.data, self.bitsets,
-         self.g_final, self.g_edge_end, self.g_dst, self.g_label, self.g_free) = fields
+        self.bitset_of = bitset_of  # ranges (or ("bits", n)) -> row of `bitsets`
+        self.raw = raw
+        (kind, a, b, c, kids, data, bitsets, g_final, g_edge_end, g_dst, g_label, g_free) = raw
+        self.num_nodes, self.num_graph_states = kind.size, g_final.size
+        self.kind, self.a, self.b, self.c, self.kids = kind, a, b, c, kids
+        self.data = data if data.size else np.zeros(1, np.uint8)
+        self.bitsets = bitsets if bitsets.shape[0] else np.zeros((1, 4), np.uint64)
+        self.g_final, self.g_free = g_final, g_free
+        self.g_edge_start = np.concatenate([np.zeros(1, dtype=np.int64), g_edge_end])
+        if not g_final.size:
+            self.g_final, self.g_free = np.zeros(1, np.bool_), np.full(1, -1, np.int64)
+            self.g_edge_start = np.zeros(2, np.int64)
+        self.g_dst, self.g_label = (g_dst, g_label) if g_dst.size else (np.zeros(1, np.int64), np.zeros(1, np.int64))
+        # Liveness: settled for the nodes of `known` (which this block starts with),
+        # worked out here for the others only.
+        if known is None or known.num_nodes == self.num_nodes:  # nothing to work out
+            self.nonempty = known.nonempty if known is not None else np.zeros(0, np.bool_)
+            self.g_live = known.g_live if known is not None else np.zeros(1, np.bool_)
+        else:
+            self.nonempty, self.g_live = _liveness(
+                kind, a, b, c, kids, self.g_final, self.g_edge_start, self.g_dst, self.g_label,
+                known.nonempty[: known.num_nodes], known.g_live[: known.num_graph_states])
 
 
 _EMPTY_BLOCK = _Block({}, {}, (
     *(np.zeros(0, dtype=np.int64) for _ in range(5)), np.zeros(0, dtype=np.uint8), np.zeros((0, 4), dtype=np.uint64),
     np.zeros(0, dtype=np.bool_), *(np.zeros(0, dtype=np.int64) for _ in range(4)),
-))
+), None)
 
 
 class _Flattener:
@@ -78,6 +101,10 @@ class _Flattener:
 
     def __init__(self, base: _Block):
         self.base = base
+        raw = base.raw
+        self._first = raw[0].size  # the first id (and so on) this flattener gives
+        self._kids0, self._data0, self._bitsets0 = raw[4].size, raw[5].size, raw[6].shape[0]
+        self._graph0, self._edges0 = raw[7].size, raw[9].size
         self.ids: dict[int, int] = {}
         self.bitset_of: dict[tuple, int] = {}
         self.kind: list[int] = []
@@ -128,9 +155,9 @@ class _Flattener:
         """Give `nodes` the next ids and `steppers` their plain forms' ids, then fill in
         the nodes' fields: rules may refer to themselves, so every id must exist before
         any node lists its children."""
-        first = self.base.kind.size + len(self.kind)
+        start = len(self.kind)
         for offset, node in enumerate(nodes):
-            self.ids[id(node)] = first + offset
+            self.ids[id(node)] = self._first + start + offset
         for stepper in steppers:
             self.ids[id(stepper)] = self.id_of(stepper.plain())
         n = len(nodes)
@@ -139,21 +166,20 @@ class _Flattener:
         self.b += [0] * n
         self.c += [-1] * n
         for offset, node in enumerate(nodes):
-            self._fill(first - self.base.kind.size + offset, node)
+            self._fill(start + offset, node)
 
     def _fill(self, i: int, node: ir.Node) -> None:
         """Write node `node`'s fields at index i of the own lists."""
-        base = self.base
         if isinstance(node, ir.Bytes):
             self.kind[i] = K_BYTES
-            self.a[i], self.b[i] = base.data.size + len(self.data), len(node.data)
+            self.a[i], self.b[i] = self._data0 + len(self.data), len(node.data)
             self.data += node.data
         elif isinstance(node, ir.ByteSet):
             self.kind[i] = K_BYTESET
             self.a[i] = self._bitset_row(node.ranges)
         elif isinstance(node, (ir.Concat, ir.Alt)):
             self.kind[i] = K_CONCAT if isinstance(node, ir.Concat) else K_ALT
-            self.a[i], self.b[i] = base.kids.size + len(self.kids), len(node.items)
+            self.a[i], self.b[i] = self._kids0 + len(self.kids), len(node.items)
             self.kids += [self.id_of(k) for k in node.items]
         elif isinstance(node, ir.Repeat):
             self.kind[i] = K_REPEAT
@@ -161,7 +187,7 @@ class _Flattener:
             self.c[i] = -1 if node.max is None else node.max
         elif isinstance(node, ir.Graph):
             self.kind[i] = K_GRAPH
-            self.a[i], self.b[i], self.c[i] = base.g_final.size + len(self.g_final), node.start, node.num_states
+            self.a[i], self.b[i], self.c[i] = self._graph0 + len(self.g_final), node.start, node.num_states
             finals = set(node.finals)
             edges: list[list] = [[] for _ in range(node.num_states)]
             for src, dst, label in node.edges:
@@ -172,7 +198,7 @@ class _Flattener:
                 for dst, label in edges[state]:
                     self.g_dst.append(dst)
                     self.g_label.append(label)
-                self.g_edge_end.append(base.g_dst.size + len(self.g_dst))
+                self.g_edge_end.append(self._edges0 + len(self.g_dst))
         elif isinstance(node, ir.Ref):
             self.kind[i] = K_REF
             self.a[i] = self.id_of(node.target)
@@ -198,29 +224,17 @@ class _Flattener:
         if row is None:
             row = self.base.bitset_of.get(key)
         if row is None:
-            row = self.bitset_of[key] = self.base.bitsets.shape[0] + len(self.bitsets)
+            row = self.bitset_of[key] = self._bitsets0 + len(self.bitsets)
             self.bitsets.append(tuple((bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)))
         return row
 
     def block(self) -> _Block:
         """The base and the nodes added here, as one block."""
-        base = self.base
-
-        def joined(old: np.ndarray, new, dtype) -> np.ndarray:
-            if not len(new):
-                return old
-            return np.concatenate([old, np.asarray(new, dtype=dtype).reshape(-1, *old.shape[1:])])
-
-        i64 = np.int64
-        fields = (
-            joined(base.kind, self.kind, i64), joined(base.a, self.a, i64), joined(base.b, self.b, i64),
-            joined(base.c, self.c, i64), joined(base.kids, self.kids, i64),
-            joined(base.data, np.frombuffer(bytes(self.data), dtype=np.uint8), np.uint8),
-            joined(base.bitsets, self.bitsets, np.uint64), joined(base.g_final, self.g_final, np.bool_),
-            joined(base.g_edge_end, self.g_edge_end, i64), joined(base.g_dst, self.g_dst, i64),
-            joined(base.g_label, self.g_label, i64), joined(base.g_free, self.g_free, i64),
-        )
-        return _Block({**base.ids, **self.ids}, {**base.bitset_of, **self.bitset_of}, fields)
+        own = (self.kind, self.a, self.b, self.c, self.kids, np.frombuffer(bytes(self.data), dtype=np.uint8),
+               self.bitsets, self.g_final, self.g_edge_end, self.g_dst, self.g_label, self.g_free)
+        raw = tuple(old if not len(new) else np.concatenate([old, np.asarray(new, dtype=old.dtype).reshape(-1, *old.shape[1:])])
+                    for old, new in zip(self.base.raw, own))
+        return _Block({**self.base.ids, **self.ids}, {**self.base.bitset_of, **self.bitset_of}, raw, self.base)
 
 
 def _children(node: ir.Node) -> list[ir.Node]:
@@ -245,7 +259,8 @@ class FlatIR:
     REPEAT a = item, b = min, c = max (-1: unbounded);  REF a = target;
     GRAPH a = offset of its states in the graph pools, b = start state, c = states. Graph
     state g (offset + state) is final when `g_final[g]`; its edges are
-    `g_edge_start[g]:g_edge_start[g + 1]` into `g_dst`, `g_label` (-1: epsilon).
+    `g_edge_start[g]:g_edge_start[g + 1]` into `g_dst`, `g_label` (-1: epsilon);
+    `g_free[g]`: the row of `bitsets` of its free bytes, or -1.
     `nonempty[n]`: the node's language has a string; `g_live[g]`: an end of the graph
     can be reached from state g. The automaton enters only such nodes and states, so
     every item can reach acceptance.
@@ -260,22 +275,12 @@ class FlatIR:
         self.root = flattener.id_of(root)
         SHARED.met(nodes, steppers)
         block = flattener.block()
-        self.num_nodes = block.kind.size
-        g_edge_start = np.concatenate([np.zeros(1, dtype=np.int64), block.g_edge_end])
-        g_final, g_dst, g_label, g_free = block.g_final, block.g_dst, block.g_label, block.g_free
-        if not g_final.size:  # numba wants no empty arrays here
-            g_final, g_dst, g_label = np.zeros(1, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64)
-            g_free = np.full(1, -1, np.int64)
-        elif not g_dst.size:
-            g_dst, g_label = np.zeros(1, np.int64), np.zeros(1, np.int64)
-        nonempty, g_live = _liveness(block.kind, block.a, block.b, block.c, block.kids, g_final, g_edge_start,
-                                     g_dst, g_label)
-        self.nonempty = nonempty
-        self.has_free = bool((g_free >= 0).any())
+        self.num_nodes = block.num_nodes
+        self.nonempty = block.nonempty
+        self.has_free = bool((block.g_free >= 0).any())
         self.arrays = (
-            block.kind, block.a, block.b, block.c, block.kids, block.data if block.data.size else np.zeros(1, np.uint8),
-            block.bitsets if block.bitsets.shape[0] else np.zeros((1, 4), np.uint64),
-            nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
+            block.kind, block.a, block.b, block.c, block.kids, block.data, block.bitsets, block.nonempty,
+            block.g_final, block.g_edge_start, block.g_dst, block.g_label, block.g_live, block.g_free,
         )
 
 
@@ -306,7 +311,7 @@ class _SharedNodes:
         """Count the new nodes of a FlatIR; add to the block those met before whose
         descendants are all shared."""
         with self._lock:
-            if self._block.kind.size >= self.MAX_NODES:
+            if self._block.num_nodes >= self.MAX_NODES:
                 return
             if len(self._met_once) > self.MAX_SIGHTINGS:
                 self._met_once.clear()
@@ -339,18 +344,22 @@ SHARED = _SharedNodes()
 
 
 @numba.njit(cache=True)
-def _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label):
+def _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label, known_nonempty, known_g_live):
     """Which nodes have a non-empty language, and from which graph states an end can be
     reached through edges whose labels do: a least fixpoint (rules may refer to
     themselves; `a: "x" a` alone produces nothing). Children are numbered after their
-    parents, so a pass from the last node to the first settles a tree at once."""
-    n = kind.size
+    parents, so a pass from the last node to the first settles a tree at once. The
+    first nodes and graph states are settled already (`known_*`: a shared block, whose
+    nodes refer to none after them)."""
+    n, n0 = kind.size, known_nonempty.size
     nonempty = np.zeros(n, dtype=np.bool_)
+    nonempty[:n0] = known_nonempty
     g_live = np.zeros(g_final.size, dtype=np.bool_)
+    g_live[: known_g_live.size] = known_g_live
     changed = True
     while changed:
         changed = False
-        for x in range(n - 1, -1, -1):
+        for x in range(n - 1, n0 - 1, -1):
             k = kind[x]
             if k == K_GRAPH:
                 base = a[x]
