@@ -228,12 +228,15 @@ class _Flattener:
             self.bitsets.append(tuple((bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)))
         return row
 
-    def block(self) -> _Block:
-        """The base and the nodes added here, as one block."""
+    def block(self, with_ids: bool = True) -> _Block:
+        """The base and the nodes added here, as one block. A block that no flattener
+        will start from needs no ids (merging the shared block's is ~1 ms)."""
         own = (self.kind, self.a, self.b, self.c, self.kids, np.frombuffer(bytes(self.data), dtype=np.uint8),
                self.bitsets, self.g_final, self.g_edge_end, self.g_dst, self.g_label, self.g_free)
         raw = tuple(old if not len(new) else np.concatenate([old, np.asarray(new, dtype=old.dtype).reshape(-1, *old.shape[1:])])
                     for old, new in zip(self.base.raw, own))
+        if not with_ids:
+            return _Block({}, {}, raw, self.base)
         return _Block({**self.base.ids, **self.ids}, {**self.base.bitset_of, **self.bitset_of}, raw, self.base)
 
 
@@ -274,7 +277,7 @@ class FlatIR:
         flattener.add(nodes, steppers)
         self.root = flattener.id_of(root)
         SHARED.met(nodes, steppers)
-        block = flattener.block()
+        block = flattener.block(with_ids=False)
         self.num_nodes = block.num_nodes
         self.nonempty = block.nonempty
         self.has_free = bool((block.g_free >= 0).any())
@@ -293,10 +296,11 @@ class _SharedNodes:
 
     A node is shared the second time a FlatIR meets it. The nodes met once are held
     (their ids must not be reused by other objects while counted) up to MAX_SIGHTINGS,
-    then forgotten; the shared block stops growing at MAX_NODES."""
+    then forgotten; the shared block stops growing at MAX_NODES, since every FlatIR
+    copies it (~50 bytes a node) into its own arrays."""
 
     MAX_SIGHTINGS = 100_000
-    MAX_NODES = 20_000
+    MAX_NODES = 10_000
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -324,20 +328,33 @@ class _SharedNodes:
                     again[key] = node
                 else:
                     self._met_once[key] = node
-            known = self._block.ids
-            changed = True
-            while changed:  # drop those with a descendant that is not shared
-                changed = False
-                for key, node in list(again.items()):
-                    if any(id(k) not in known and id(k) not in again for k in _children(node)):
-                        del again[key]
-                        changed = True
+            self._drop_unshared_below(again)
             if again:
                 flattener = _Flattener(self._block)
                 flattener.add([n for n in again.values() if not isinstance(n, ir.Stepper)],
                               [n for n in again.values() if isinstance(n, ir.Stepper)])
                 self._alive += again.values()
                 self._block = flattener.block()  # a new block: FlatIRs being built hold the old
+
+
+    def _drop_unshared_below(self, again: dict[int, ir.Node]) -> None:
+        """Remove from `again` every node with a descendant that is neither in the block
+        nor in `again`: one pass that drops the nodes with an unshared child, then their
+        parents in `again`, and so on upwards."""
+        known = self._block.ids
+        parents: dict[int, list[int]] = {}
+        dropped: list[int] = []
+        for key, node in again.items():
+            for child in _children(node):
+                child_key = id(child)
+                if child_key in again:
+                    parents.setdefault(child_key, []).append(key)
+                elif child_key not in known:
+                    dropped.append(key)
+        while dropped:
+            key = dropped.pop()
+            if again.pop(key, None) is not None:
+                dropped += parents.get(key, ())
 
 
 SHARED = _SharedNodes()

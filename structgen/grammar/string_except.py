@@ -69,26 +69,12 @@ def _other_then_tail(letters: frozenset) -> ir.Node:
     return ir.seq(ir.alt(_NON_ASCII_CHAR, _ascii_char_except(letters)), _TAIL)
 
 
-def _hex_digit_ranges(values: list[int]) -> ir.Node:
-    """One hex digit (either case) whose value is in `values`."""
-    out = []
-    for v in values:
-        out += [(0x30 + v, 0x30 + v)] if v < 10 else [(0x61 + v - 10, 0x61 + v - 10), (0x41 + v - 10, 0x41 + v - 10)]
-    return ir.byteset(out)
-
-
 def _ascii_char_except(letters: frozenset) -> ir.Node:
     """One ASCII character not in `letters`, in each JSON spelling: raw where JSON allows
     it, its short escape, `\\u00HH`."""
     raw = ir.byteset([(b, b) for b in range(0x20, 0x80) if b not in letters and b not in _QUOTE_BACKSLASH])
     short = ir.byteset([(letter, letter) for letter, cp in _SHORT_ESCAPE_OF.items() if cp not in letters])
-    lows_of_high: dict[tuple, list[int]] = {}  # the low digits allowed -> the high digits with them
-    for high in range(8):
-        lows = tuple(low for low in range(16) if (high << 4 | low) not in letters)
-        if lows:
-            lows_of_high.setdefault(lows, []).append(high)
-    hex_pairs = ir.alt(*(ir.seq(_hex_digit_ranges(highs), _hex_digit_ranges(list(lows)))
-                         for lows, highs in lows_of_high.items()))
+    hex_pairs = C.hex_ir(C.difference(((0, 0x7F),), C.charset(letters)), 2)
     escaped = ir.seq(ir.lit(b"\\"), ir.alt(short, ir.seq(ir.lit(b"u00"), hex_pairs)))
     return ir.alt(raw, escaped)
 
