@@ -164,6 +164,32 @@ def test_flat_store_grows_while_building(smollm2_vocab):
     assert meta[flat.M_ITEMS] > 1024 and meta[flat.M_HASHED] > 4096  # it did grow
 
 
+def test_flat_compiles_no_machine_code_after_the_warm_up(smollm2_vocab, smollm2_tokenizer):
+    """The compile's warm-up runs every compiled entry point a decode uses, with the
+    argument types it uses: walking a new grammar (masks, tokens, forced bytes as
+    bytes or bytearray, free bytes inside a key) compiles nothing mid-decode."""
+    from structgen.automata import tokens
+
+    structgen.clear_cache()
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "n": {"type": "integer"}}}
+    structgen.compile_json_schema({"type": "object"}, smollm2_vocab)  # the warm-up of the compiled code
+    dispatchers = [f for module in (flat, tokens) for f in vars(module).values() if hasattr(f, "signatures")]
+    signatures = {f: len(f.signatures) for f in dispatchers}
+
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+    assert isinstance(grammar.dfa, FlatDFA)
+    text = '{"name": "x y", "n": -12, "nick": "a\\u00e9"}'
+    matcher, mask = grammar.matcher(), structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
+    for token in smollm2_tokenizer.encode(text[:20], add_special_tokens=False):
+        matcher.fill_bitmask(mask, 0)
+        assert matcher.accept_token(token)
+    assert matcher.accept_bytes(bytearray(text[20:30].encode())) and matcher.accept_bytes(text[30:].encode())
+    assert matcher.is_accepting()
+    dfa = grammar.dfa
+    assert dfa.free_bytes(dfa.walk(dfa.start, b'{"na')) is not None  # a prefix of a declared name
+    assert {f: len(f.signatures) for f in dispatchers} == signatures
+
+
 def test_flat_refuses_what_it_cannot_build():
     with pytest.raises(FlatUnsupported):
         FlatDFA(LazyNFA(ir.Members([ir.lit('"a": 1')], [True], None, ir.lit("{"), ir.lit(", "), ir.lit("}"), ir.lit("}"))))

@@ -254,7 +254,12 @@ def token_trie(vocab) -> TokenTrie:
         return trie
 
 
-@numba.njit(nogil=True, cache=True)
+# Called from Python as well as from compiled code, with int32 or int64 bounds: one
+# declared signature, so that no new argument type compiles machine code mid-decode.
+_RANGE_SIGNATURE = "(uint32[::1], int32[::1], int64, int64)"
+
+
+@numba.njit("int64" + _RANGE_SIGNATURE, nogil=True, cache=True)
 def _allow(words, token_ids, lo, hi):
     """Set the bits of the tokens `token_ids[lo:hi]` in `words`; returns how many."""
     for r in range(lo, hi):
@@ -263,7 +268,7 @@ def _allow(words, token_ids, lo, hi):
     return hi - lo
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit("void" + _RANGE_SIGNATURE, nogil=True, cache=True)
 def _deny(words, token_ids, lo, hi):
     """Clear the bits of the tokens `token_ids[lo:hi]` in `words`."""
     for r in range(lo, hi):
