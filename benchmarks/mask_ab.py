@@ -63,6 +63,8 @@ def export(rev: str | None, name: str, into: Path) -> None:
 
 def load_instances(tokenizer, count: int, seed: int) -> list[tuple[dict, list[list[int]]]]:
     files = sorted(glob.glob(str(DATA / "*.json")))
+    if not files:
+        raise SystemExit(f"mask_ab: no MaskBench schemas in {DATA} (../shared beside the checkout)")
     random.Random(seed).shuffle(files)
     out = []
     for path in files[:count]:
