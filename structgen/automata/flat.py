@@ -336,7 +336,6 @@ class _SharedNodes:
                 self._alive += again.values()
                 self._block = flattener.block()  # a new block: FlatIRs being built hold the old
 
-
     def _drop_unshared_below(self, again: dict[int, ir.Node]) -> None:
         """Remove from `again` every node with a descendant that is neither in the block
         nor in `again`: one pass that drops the nodes with an unshared child, then their
