@@ -37,6 +37,8 @@ import threading
 import numba
 import numpy as np
 
+from numba.cpython.unsafe.numbers import trailing_zeros
+
 from structgen.automata.dfa import DEAD, TableDFA
 from structgen.automata.nfa import MAX_RULE_NESTING, MAX_STATE_ITEMS, LazyNFA, too_ambiguous
 from structgen.errors import GrammarTooLargeError
@@ -423,9 +425,14 @@ def _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label, known_
 # Python in ~0.1 us each; a typed dict or list costs ~10 us a call). `meta` holds the
 # counts; one open-addressing hash table maps keys (tag, k1, k2, k3, k4) to ints.
 M_FRAMES, M_ITEMS, M_SETS, M_SET_ITEMS, M_STATES, M_HASHED = range(6)
-(S_META, S_FRAMES, S_ITEMS, S_SET_START, S_SET_ITEMS, S_STATE_SET, S_STATE_NEXT, S_HKEYS, S_HVALS) = range(9)
-T_FRAME, T_ITEM, T_RESUMED, T_CLOSURE, T_SINGLE, T_STATE_OF_SET, T_STATE_HASH = range(7)
+(S_META, S_FRAMES, S_ITEMS, S_SET_START, S_SET_ITEMS, S_STATE_SET, S_STATE_NEXT, S_HASH) = range(8)
+T_FRAME, T_ITEM, T_CLOSURE, T_SINGLE, T_STATE_OF_SET, T_STATE_HASH = range(6)
 _GROW = ("grow frames", "grow items", "grow sets", "grow set items", "grow states", "grow hash")
+# Columns of a frame past its key (kind, node, index, parent), and of an item past its
+# key (leaf, offset, frame, 0): what is worked out from them once (-1 until then).
+FRAME_RESUMED = 4  # the set of items its resumption reaches
+ITEM_TARGET, ITEM_TARGET_STATE = 4, 5  # the set the item's byte leads to, and its state
+HASH_VALUE = 5  # a hash slot: tag, 4 keys, value (-1: empty), in one row (one cache line)
 
 
 def _new_store() -> list[np.ndarray]:
@@ -433,25 +440,22 @@ def _new_store() -> list[np.ndarray]:
     meta[M_FRAMES] = meta[M_ITEMS] = 1  # frame 0 is DONE, item 0 is ACCEPT
     return [
         meta,
-        np.full((1024, 4), -1, dtype=np.int64),  # frames: kind, node, index, parent
-        np.full((1024, 4), -1, dtype=np.int64),  # items: leaf, offset, frame, 0
+        np.full((1024, 5), -1, dtype=np.int64),  # frames: kind, node, index, parent; resumed
+        np.full((1024, 6), -1, dtype=np.int64),  # items: leaf, offset, frame, 0; target, its state
         np.zeros(1025, dtype=np.int64),  # set s is set_items[set_start[s]:set_start[s + 1]]
         np.zeros(8192, dtype=np.int64),
         np.zeros(1024, dtype=np.int64),  # state -> its set
         np.zeros(1024, dtype=np.int64),  # state -> older state with the same item hash (-1)
-        np.zeros((8192, 5), dtype=np.int64),  # hash keys
-        np.full(8192, -1, dtype=np.int64),  # hash values (-1: empty slot)
+        np.full((8192, 6), -1, dtype=np.int64),  # hash slots: tag, keys, value
     ]
 
 
 def _grown(store: list[np.ndarray], what: int) -> None:
     """Double the array a numba call ran out of (`_GROW[what]`), in place in `store`."""
     if what == M_HASHED:
-        keys, vals = store[S_HKEYS], store[S_HVALS]
-        new_keys = np.zeros((2 * vals.size, 5), dtype=np.int64)
-        new_vals = np.full(2 * vals.size, -1, dtype=np.int64)
-        _rehash(keys, vals, new_keys, new_vals)
-        store[S_HKEYS], store[S_HVALS] = new_keys, new_vals
+        old = store[S_HASH]
+        store[S_HASH] = np.full((2 * old.shape[0], 6), -1, dtype=np.int64)
+        _rehash(old, store[S_HASH])
         return
     index = {M_FRAMES: S_FRAMES, M_ITEMS: S_ITEMS, M_SETS: S_SET_START, M_SET_ITEMS: S_SET_ITEMS}.get(what)
     for i in (index,) if index is not None else (S_STATE_SET, S_STATE_NEXT):
@@ -462,63 +466,67 @@ def _grown(store: list[np.ndarray], what: int) -> None:
 
 
 @numba.njit(cache=True)
-def _slot(hkeys, hvals, tag, k1, k2, k3, k4):
+def _slot(slots, tag, k1, k2, k3, k4):
     """The slot of a key in the hash table, or of the empty slot where it would go."""
     h = np.uint64(tag + 1) * np.uint64(0x9E3779B97F4A7C15)
     for k in (k1, k2, k3, k4):
         h = (h ^ np.uint64(k)) * np.uint64(0xBF58476D1CE4E5B9)
         h ^= h >> np.uint64(31)
-    mask = hvals.size - 1
+    mask = slots.shape[0] - 1
     i = np.int64(h & np.uint64(mask))
-    while hvals[i] >= 0:
-        if hkeys[i, 0] == tag and hkeys[i, 1] == k1 and hkeys[i, 2] == k2 and hkeys[i, 3] == k3 and hkeys[i, 4] == k4:
+    while slots[i, HASH_VALUE] >= 0:
+        if slots[i, 0] == tag and slots[i, 1] == k1 and slots[i, 2] == k2 and slots[i, 3] == k3 and slots[i, 4] == k4:
             return i
         i = (i + 1) & mask
     return i
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _hget(st, tag, k1, k2, k3, k4):
     """The value of a key, or -1."""
-    return st[S_HVALS][_slot(st[S_HKEYS], st[S_HVALS], tag, k1, k2, k3, k4)]
+    return st[S_HASH][_slot(st[S_HASH], tag, k1, k2, k3, k4), HASH_VALUE]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _hroom(st):
     """Fail (to be grown and retried) unless one more key fits below half load."""
-    if 2 * (st[S_META][M_HASHED] + 1) > st[S_HVALS].size:
+    if 2 * (st[S_META][M_HASHED] + 1) > st[S_HASH].shape[0]:
         raise ValueError("grow hash")
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
+def _hset(st, i, tag, k1, k2, k3, k4, value):
+    """Give a key its value at the slot `_slot` found for it (after `_hroom`, for a new key)."""
+    slots = st[S_HASH]
+    if slots[i, HASH_VALUE] < 0:
+        st[S_META][M_HASHED] += 1
+        slots[i, 0], slots[i, 1], slots[i, 2], slots[i, 3], slots[i, 4] = tag, k1, k2, k3, k4
+    slots[i, HASH_VALUE] = value
+
+
+@numba.njit(cache=True, inline="always")
 def _hput(st, tag, k1, k2, k3, k4, value):
     """Set a key's value (after `_hroom`, for a new key)."""
-    keys, vals = st[S_HKEYS], st[S_HVALS]
-    i = _slot(keys, vals, tag, k1, k2, k3, k4)
-    if vals[i] < 0:
-        st[S_META][M_HASHED] += 1
-        keys[i, 0], keys[i, 1], keys[i, 2], keys[i, 3], keys[i, 4] = tag, k1, k2, k3, k4
-    vals[i] = value
+    _hset(st, _slot(st[S_HASH], tag, k1, k2, k3, k4), tag, k1, k2, k3, k4, value)
 
 
 @numba.njit(cache=True)
-def _rehash(keys, vals, new_keys, new_vals):
-    for i in range(vals.size):
-        if vals[i] >= 0:
-            j = _slot(new_keys, new_vals, keys[i, 0], keys[i, 1], keys[i, 2], keys[i, 3], keys[i, 4])
-            new_keys[j] = keys[i]
-            new_vals[j] = vals[i]
+def _rehash(slots, new_slots):
+    for i in range(slots.shape[0]):
+        if slots[i, HASH_VALUE] >= 0:
+            new_slots[_slot(new_slots, slots[i, 0], slots[i, 1], slots[i, 2], slots[i, 3], slots[i, 4])] = slots[i]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _row_of(st, which, k1, k2, k3, k4):
     """The id of the frame (`which` = S_FRAMES: kind, node, index, parent) or the item
     (S_ITEMS: leaf, offset, frame, 0) with these fields, added if new."""
     tag = T_FRAME if which == S_FRAMES else T_ITEM
     count = M_FRAMES if which == S_FRAMES else M_ITEMS
-    row = _hget(st, tag, k1, k2, k3, k4)
+    _hroom(st)  # before the slot is found: a growth moves the slots
+    slot = _slot(st[S_HASH], tag, k1, k2, k3, k4)
+    row = st[S_HASH][slot, HASH_VALUE]
     if row < 0:
-        _hroom(st)
         meta, rows = st[S_META], st[which]
         row = meta[count]
         if row >= rows.shape[0]:
@@ -527,21 +535,21 @@ def _row_of(st, which, k1, k2, k3, k4):
             raise ValueError("grow items")
         rows[row, 0], rows[row, 1], rows[row, 2], rows[row, 3] = k1, k2, k3, k4
         meta[count] += 1
-        _hput(st, tag, k1, k2, k3, k4, row)
+        _hset(st, slot, tag, k1, k2, k3, k4, row)
     return row
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _frame(st, kind, node, index, parent):
     return _row_of(st, S_FRAMES, kind, node, index, parent)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _item(st, leaf, offset, cont):
     return _row_of(st, S_ITEMS, leaf, offset, cont, 0)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _then(g, st, concat, index, parent):
     """The continuation after item `index - 1` of a Concat (see `LazyNFA._then`)."""
     kind, a, b, c, kids = g[0], g[1], g[2], g[3], g[4]
@@ -556,7 +564,7 @@ def _then(g, st, concat, index, parent):
     return _frame(st, F_C, concat, index, parent)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _pool(st, items):
     """Store a sorted item array in the set pool; returns its set id."""
     meta, start, pool = st[S_META], st[S_SET_START], st[S_SET_ITEMS]
@@ -572,7 +580,7 @@ def _pool(st, items):
     return ref
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _set_items(st, ref):
     return st[S_SET_ITEMS][st[S_SET_START][ref] : st[S_SET_START][ref + 1]]
 
@@ -713,7 +721,7 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
     return _pool(st, items)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _repeat(g, st, stack, top, x, done, cont, depth):
     """Push the moves of Repeat `x` with `done` iterations complete (saturated at min
     when unbounded), then `cont`: (stack, top)."""
@@ -727,17 +735,17 @@ def _repeat(g, st, stack, top, x, done, cont, depth):
     return stack, top
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _resumed(g, st, cont, max_items, max_nesting):
-    ref = _hget(st, T_RESUMED, cont, 0, 0, 0)
+    """The items reachable from resuming continuation `cont` (memoized on its frame)."""
+    ref = st[S_FRAMES][cont, FRAME_RESUMED]
     if ref < 0:
         ref = _close(g, st, OP_RESUME, 0, cont, max_items, max_nesting)
-        _hroom(st)
-        _hput(st, T_RESUMED, cont, 0, 0, 0, ref)
+        st[S_FRAMES][cont, FRAME_RESUMED] = ref
     return ref
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _closure(g, st, node, cont, max_items, max_nesting):
     ref = _hget(st, T_CLOSURE, node, cont, 0, 0)
     if ref < 0:
@@ -747,7 +755,7 @@ def _closure(g, st, node, cont, max_items, max_nesting):
     return ref
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _single(st, item):
     """The pooled set {item} (memoized per item)."""
     ref = _hget(st, T_SINGLE, item, 0, 0, 0)
@@ -768,7 +776,7 @@ def _items_hash(items):
     return np.int64(h >> np.uint64(1))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _intern(st, accepting, items):
     """The state of a sorted item set (a new one if unseen)."""
     h = _items_hash(items)
@@ -793,7 +801,7 @@ def _intern(st, accepting, items):
     return sid
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _state_of_set(st, accepting, ref):
     sid = _hget(st, T_STATE_OF_SET, ref, 0, 0, 0)
     if sid < 0:
@@ -813,6 +821,8 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
     kind, a, b, data, bitsets = g[0], g[1], g[2], g[5], g[6]
     items = _set_items(st, st[S_STATE_SET][sid]).copy()
     targets = np.empty(items.size, dtype=np.int64)
+    single = np.empty(items.size, dtype=np.int64)  # the state of each group's target alone
+    first_item = np.empty(items.size, dtype=np.int64)  # an item of each group
     bits = np.zeros((items.size, 4), dtype=np.uint64)
     m = 0
     for it in items:
@@ -821,10 +831,13 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
         leaf, offset, cont = st[S_ITEMS][it, 0], st[S_ITEMS][it, 1], st[S_ITEMS][it, 2]
         if leaf < 0:
             continue  # a free-bytes marker reads nothing
-        if kind[leaf] == K_BYTES and offset + 1 < b[leaf]:
-            target = _single(st, _item(st, leaf, offset + 1, cont))
-        else:
-            target = _resumed(g, st, cont, max_items, max_nesting)
+        target = st[S_ITEMS][it, ITEM_TARGET]
+        if target < 0:
+            if kind[leaf] == K_BYTES and offset + 1 < b[leaf]:
+                target = _single(st, _item(st, leaf, offset + 1, cont))
+            else:
+                target = _resumed(g, st, cont, max_items, max_nesting)
+            st[S_ITEMS][it, ITEM_TARGET] = target
         start = st[S_SET_START]
         if start[target + 1] == start[target]:
             continue  # leads nowhere
@@ -832,7 +845,7 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
         while group < m and targets[group] != target:
             group += 1
         if group == m:
-            targets[m] = target
+            targets[m], single[m], first_item[m] = target, st[S_ITEMS][it, ITEM_TARGET_STATE], it
             m += 1
         if kind[leaf] == K_BYTES:
             byte = data[a[leaf] + offset]
@@ -841,28 +854,46 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
             for w in range(4):
                 bits[group, w] |= bitsets[a[leaf], w]
     row = np.full(256, DEAD, dtype=np.int32)
+    # Per byte, the groups that read it: readers[reader_start[b]:reader_start[b + 1]], in
+    # group order, made from the bits set in each group's byte set (as many steps as
+    # bits set, where testing every group at every byte took 256 x m).
+    reader_start = np.zeros(257, dtype=np.int64)
+    for group in range(m):
+        for w in range(4):
+            x = bits[group, w]
+            while x:
+                reader_start[w * 64 + trailing_zeros(x) + 1] += 1
+                x &= x - np.uint64(1)
+    for byte in range(256):
+        reader_start[byte + 1] += reader_start[byte]
+    readers = np.empty(reader_start[256], dtype=np.int64)
+    filled = reader_start[:256].copy()
+    for group in range(m):
+        for w in range(4):
+            x = bits[group, w]
+            while x:
+                byte = w * 64 + trailing_zeros(x)
+                readers[filled[byte]] = group
+                filled[byte] += 1
+                x &= x - np.uint64(1)
     union_masks = np.empty(256, dtype=np.uint64)  # masks of groups met (<= 64 groups) ...
     union_states = np.empty(256, dtype=np.int64)  # ... and the state of each
     n_unions = 0
-    chosen = np.empty(m, dtype=np.int64)
-    single = np.full(m, -1, dtype=np.int64)  # the state of each group's target alone
     for byte in range(256):
-        word, bit = byte >> 6, np.uint64(1) << np.uint64(byte & 63)
-        n = 0
-        mask = np.uint64(0)
-        for group in range(m):
-            if bits[group, word] & bit:
-                chosen[n] = group
-                n += 1
-                if group < 64:
-                    mask |= np.uint64(1) << np.uint64(group)
+        chosen = readers[reader_start[byte] : reader_start[byte + 1]]
+        n = chosen.size
         if n == 0:
             continue
         if n == 1:
             if single[chosen[0]] < 0:
                 single[chosen[0]] = _state_of_set(st, accepting, targets[chosen[0]])
+                st[S_ITEMS][first_item[chosen[0]], ITEM_TARGET_STATE] = single[chosen[0]]
             row[byte] = single[chosen[0]]
             continue
+        mask = np.uint64(0)
+        for group in chosen:
+            if group < 64:
+                mask |= np.uint64(1) << np.uint64(group)
         known = -1
         if m <= 64:
             for u in range(n_unions):
@@ -900,9 +931,9 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
 # tuple argument anew at every call).
 @numba.njit(cache=True)
 def _expand_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
-                  s0, s1, s2, s3, s4, s5, s6, s7, s8, table, expanded, loops, accepting, sid, max_items, max_nesting):
+                  s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting, sid, max_items, max_nesting):
     g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
-    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
+    st = (s0, s1, s2, s3, s4, s5, s6, s7)
     _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting)
     return 0
 
@@ -926,16 +957,16 @@ def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_n
 
 @numba.njit(cache=True)
 def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
-                 s0, s1, s2, s3, s4, s5, s6, s7, s8, accepting, root, max_items, max_nesting):
+                 s0, s1, s2, s3, s4, s5, s6, s7, accepting, root, max_items, max_nesting):
     g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
-    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
+    st = (s0, s1, s2, s3, s4, s5, s6, s7)
     return _state_of_set(st, accepting, _closure(g, st, root, DONE, max_items, max_nesting))
 
 
 @numba.njit(cache=True)
-def _free_entry(bitsets, s0, s1, s2, s3, s4, s5, s6, s7, s8, sid):
+def _free_entry(bitsets, s0, s1, s2, s3, s4, s5, s6, s7, sid):
     """The free bytes of state `sid` (4 x u64): the union of its markers' byte sets."""
-    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
+    st = (s0, s1, s2, s3, s4, s5, s6, s7)
     free = np.zeros(4, dtype=np.uint64)
     for it in _set_items(st, st[S_STATE_SET][sid]):
         leaf = st[S_ITEMS][it, 0]
@@ -946,8 +977,8 @@ def _free_entry(bitsets, s0, s1, s2, s3, s4, s5, s6, s7, s8, sid):
 
 
 @numba.njit(cache=True)
-def _items_entry(s0, s1, s2, s3, s4, s5, s6, s7, s8, sid):
-    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
+def _items_entry(s0, s1, s2, s3, s4, s5, s6, s7, sid):
+    st = (s0, s1, s2, s3, s4, s5, s6, s7)
     return _set_items(st, st[S_STATE_SET][sid]).copy()
 
 

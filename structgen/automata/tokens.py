@@ -594,13 +594,13 @@ def _walk_from_flat(dfa: FlatDFA, trie: TokenTrie, nodes: np.ndarray, states: np
 
 @numba.njit(nogil=True, cache=True)
 def _walk_building(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
-                   s0, s1, s2, s3, s4, s5, s6, s7, s8, table, expanded, loops, accepting,
+                   s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
                    edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
                    nodes, states, words, max_items, max_nesting):
     """`_walk`, then the rows it stopped at, then `_walk` again from there, until done or
     the table is out of room: (tokens allowed, the (node, state) pairs left)."""
     g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
-    st = (s0, s1, s2, s3, s4, s5, s6, s7, s8)
+    st = (s0, s1, s2, s3, s4, s5, s6, s7)
     allowed = 0
     while nodes.size:
         count, nodes, states = _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start,
