@@ -482,32 +482,31 @@ def _slot(slots, tag, k1, k2, k3, k4):
 
 
 @numba.njit(cache=True, inline="always")
-def _hget(st, tag, k1, k2, k3, k4):
+def _hget(slots, tag, k1, k2, k3, k4):
     """The value of a key, or -1."""
-    return st[S_HASH][_slot(st[S_HASH], tag, k1, k2, k3, k4), HASH_VALUE]
+    return slots[_slot(slots, tag, k1, k2, k3, k4), HASH_VALUE]
 
 
 @numba.njit(cache=True, inline="always")
-def _hroom(st):
+def _hroom(meta, slots):
     """Fail (to be grown and retried) unless one more key fits below half load."""
-    if 2 * (st[S_META][M_HASHED] + 1) > st[S_HASH].shape[0]:
+    if 2 * (meta[M_HASHED] + 1) > slots.shape[0]:
         raise ValueError("grow hash")
 
 
 @numba.njit(cache=True, inline="always")
-def _hset(st, i, tag, k1, k2, k3, k4, value):
+def _hset(meta, slots, i, tag, k1, k2, k3, k4, value):
     """Give a key its value at the slot `_slot` found for it (after `_hroom`, for a new key)."""
-    slots = st[S_HASH]
     if slots[i, HASH_VALUE] < 0:
-        st[S_META][M_HASHED] += 1
+        meta[M_HASHED] += 1
         slots[i, 0], slots[i, 1], slots[i, 2], slots[i, 3], slots[i, 4] = tag, k1, k2, k3, k4
     slots[i, HASH_VALUE] = value
 
 
 @numba.njit(cache=True, inline="always")
-def _hput(st, tag, k1, k2, k3, k4, value):
+def _hput(meta, slots, tag, k1, k2, k3, k4, value):
     """Set a key's value (after `_hroom`, for a new key)."""
-    _hset(st, _slot(st[S_HASH], tag, k1, k2, k3, k4), tag, k1, k2, k3, k4, value)
+    _hset(meta, slots, _slot(slots, tag, k1, k2, k3, k4), tag, k1, k2, k3, k4, value)
 
 
 @numba.njit(cache=True)
@@ -518,71 +517,68 @@ def _rehash(slots, new_slots):
 
 
 @numba.njit(cache=True, inline="always")
-def _row_of(st, which, k1, k2, k3, k4):
-    """The id of the frame (`which` = S_FRAMES: kind, node, index, parent) or the item
-    (S_ITEMS: leaf, offset, frame, 0) with these fields, added if new."""
-    tag = T_FRAME if which == S_FRAMES else T_ITEM
-    count = M_FRAMES if which == S_FRAMES else M_ITEMS
-    _hroom(st)  # before the slot is found: a growth moves the slots
-    slot = _slot(st[S_HASH], tag, k1, k2, k3, k4)
-    row = st[S_HASH][slot, HASH_VALUE]
+def _row_of(meta, slots, rows, tag, k1, k2, k3, k4):
+    """The id of the frame (`tag` = T_FRAME, `rows` the frames: kind, node, index,
+    parent) or the item (T_ITEM, the items: leaf, offset, frame, 0) with these fields,
+    added if new."""
+    count = M_FRAMES if tag == T_FRAME else M_ITEMS
+    _hroom(meta, slots)  # before the slot is found: a growth moves the slots
+    slot = _slot(slots, tag, k1, k2, k3, k4)
+    row = slots[slot, HASH_VALUE]
     if row < 0:
-        meta, rows = st[S_META], st[which]
         row = meta[count]
         if row >= rows.shape[0]:
-            if which == S_FRAMES:
+            if tag == T_FRAME:
                 raise ValueError("grow frames")
             raise ValueError("grow items")
         rows[row, 0], rows[row, 1], rows[row, 2], rows[row, 3] = k1, k2, k3, k4
         meta[count] += 1
-        _hset(st, slot, tag, k1, k2, k3, k4, row)
+        _hset(meta, slots, slot, tag, k1, k2, k3, k4, row)
     return row
 
 
 @numba.njit(cache=True, inline="always")
-def _frame(st, kind, node, index, parent):
-    return _row_of(st, S_FRAMES, kind, node, index, parent)
+def _frame(meta, slots, frames, kind, node, index, parent):
+    return _row_of(meta, slots, frames, T_FRAME, kind, node, index, parent)
 
 
 @numba.njit(cache=True, inline="always")
-def _item(st, leaf, offset, cont):
-    return _row_of(st, S_ITEMS, leaf, offset, cont, 0)
+def _item(meta, slots, items, leaf, offset, cont):
+    return _row_of(meta, slots, items, T_ITEM, leaf, offset, cont, 0)
 
 
 @numba.njit(cache=True, inline="always")
-def _then(g, st, concat, index, parent):
+def _then(kind, a, b, c, kids, meta, slots, frames, concat, index, parent):
     """The continuation after item `index - 1` of a Concat (see `LazyNFA._then`)."""
-    kind, a, b, c, kids = g[0], g[1], g[2], g[3], g[4]
     n = b[concat]
     if index >= n:
         return parent
     if index == n - 1:
         last = kids[a[concat] + index]
         if kind[last] == K_REPEAT and b[last] == 0 and c[last] < 0:
-            return _frame(st, F_R, last, 0, parent)
-        return _frame(st, F_L, last, 0, parent)
-    return _frame(st, F_C, concat, index, parent)
+            return _frame(meta, slots, frames, F_R, last, 0, parent)
+        return _frame(meta, slots, frames, F_L, last, 0, parent)
+    return _frame(meta, slots, frames, F_C, concat, index, parent)
 
 
 @numba.njit(cache=True, inline="always")
-def _pool(st, items):
+def _pool(meta, set_start, set_pool, items):
     """Store a sorted item array in the set pool; returns its set id."""
-    meta, start, pool = st[S_META], st[S_SET_START], st[S_SET_ITEMS]
     ref, used = meta[M_SETS], meta[M_SET_ITEMS]
-    if ref + 1 >= start.size:
+    if ref + 1 >= set_start.size:
         raise ValueError("grow sets")
-    if used + items.size > pool.size:
+    if used + items.size > set_pool.size:
         raise ValueError("grow set items")
-    pool[used : used + items.size] = items
-    start[ref + 1] = used + items.size
+    set_pool[used : used + items.size] = items
+    set_start[ref + 1] = used + items.size
     meta[M_SETS] += 1
     meta[M_SET_ITEMS] += items.size
     return ref
 
 
 @numba.njit(cache=True, inline="always")
-def _set_items(st, ref):
-    return st[S_SET_ITEMS][st[S_SET_START][ref] : st[S_SET_START][ref + 1]]
+def _set_items(set_start, set_pool, ref):
+    return set_pool[set_start[ref] : set_start[ref + 1]]
 
 
 @numba.njit(cache=True)
@@ -635,9 +631,14 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
     """The items reachable without a byte from one work item (enter `node0` then
     `cont0`, or resume `cont0`), pooled as a sorted set; returns its id. A worklist
     version of `LazyNFA._enter` / `_resume`. Each (op, node, state, continuation) is
-    worked once, so each leaf item is met once: `out` needs no set."""
+    worked once, so each leaf item is met once: `out` needs no set.
+
+    Like `_expand`, it takes the arrays out of `g` and `st` once and hands helpers the
+    arrays themselves: each use of a tuple's element costs an atomic reference count
+    increment and decrement that the compiler cannot always drop."""
     kind, a, b, c, kids, nonempty = g[0], g[1], g[2], g[3], g[4], g[7]
     g_final, g_edge_start, g_dst, g_label, g_live, g_free = g[8], g[9], g[10], g[11], g[12], g[13]
+    meta, frames, items, set_start, set_pool, slots = st[S_META], st[S_FRAMES], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS], st[S_HASH]
     stack = np.empty((64, 5), dtype=np.int64)  # (op, node, graph state, continuation, rules entered)
     stack, top = _push(stack, 0, op0, node0, 0, cont0, 0)
     seen = np.full((128, 4), -2, dtype=np.int64)
@@ -655,24 +656,23 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
             if cont == DONE:
                 found = ACCEPT
             else:
-                frames = st[S_FRAMES]
                 fkind, fnode, findex, fparent = frames[cont, 0], frames[cont, 1], frames[cont, 2], frames[cont, 3]
                 if fkind == F_C:
                     if findex < b[fnode]:
-                        then = _then(g, st, fnode, findex + 1, fparent)
+                        then = _then(kind, a, b, c, kids, meta, slots, frames, fnode, findex + 1, fparent)
                         stack, top = _push(stack, top, OP_ENTER, kids[a[fnode] + findex], 0, then, depth)
                     else:
                         stack, top = _push(stack, top, OP_RESUME, 0, 0, fparent, depth)
                 elif fkind == F_L:
                     stack, top = _push(stack, top, OP_ENTER, fnode, 0, fparent, depth)
                 elif fkind == F_R:
-                    stack, top = _repeat(g, st, stack, top, fnode, findex, fparent, depth)
+                    stack, top = _repeat(a, b, c, nonempty, meta, slots, frames, stack, top, fnode, findex, fparent, depth)
                 else:
                     stack, top = _push(stack, top, OP_GRAPH, fnode, findex, fparent, depth)
         elif op == OP_GRAPH:
             gs = a[x] + y
             if g_free[gs] >= 0:  # a marker: the state's free bytes (see `_free_entry`)
-                found = _item(st, -1 - g_free[gs], 0, cont)
+                found = _item(meta, slots, items, -1 - g_free[gs], 0, cont)
             if g_final[gs]:
                 stack, top = _push(stack, top, OP_RESUME, 0, 0, cont, depth)
             for e in range(g_edge_start[gs], g_edge_start[gs + 1]):
@@ -681,17 +681,18 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
                 if g_label[e] < 0:
                     stack, top = _push(stack, top, OP_GRAPH, x, g_dst[e], cont, depth)
                 else:
-                    frame = _frame(st, F_G, x, g_dst[e], cont)
+                    frame = _frame(meta, slots, frames, F_G, x, g_dst[e], cont)
                     stack, top = _push(stack, top, OP_ENTER, g_label[e], 0, frame, depth)
         else:  # OP_ENTER
             k = kind[x]
             if k == K_BYTES or k == K_BYTESET:
-                found = _item(st, x, 0, cont)
+                found = _item(meta, slots, items, x, 0, cont)
             elif k == K_CONCAT:
                 if b[x] == 0:
                     stack, top = _push(stack, top, OP_RESUME, 0, 0, cont, depth)
                 else:
-                    stack, top = _push(stack, top, OP_ENTER, kids[a[x]], 0, _then(g, st, x, 1, cont), depth)
+                    then = _then(kind, a, b, c, kids, meta, slots, frames, x, 1, cont)
+                    stack, top = _push(stack, top, OP_ENTER, kids[a[x]], 0, then, depth)
             elif k == K_ALT:
                 for i in range(b[x]):
                     if nonempty[kids[a[x] + i]]:
@@ -704,7 +705,7 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
                         raise ValueError("rule nesting")
                     stack, top = _push(stack, top, OP_ENTER, a[x], 0, cont, depth + 1)
             else:  # K_REPEAT, entered afresh: no iteration done
-                stack, top = _repeat(g, st, stack, top, x, 0, cont, depth)
+                stack, top = _repeat(a, b, c, nonempty, meta, slots, frames, stack, top, x, 0, cont, depth)
         if found >= 0:
             if n_out == out.size:
                 if n_out >= max_items:
@@ -716,55 +717,55 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
             n_out += 1
     if n_out > max_items:
         raise ValueError("too ambiguous")
-    items = out[:n_out].copy()
-    items.sort()
-    return _pool(st, items)
+    found_items = out[:n_out].copy()
+    found_items.sort()
+    return _pool(meta, set_start, set_pool, found_items)
 
 
 @numba.njit(cache=True, inline="always")
-def _repeat(g, st, stack, top, x, done, cont, depth):
+def _repeat(a, b, c, nonempty, meta, slots, frames, stack, top, x, done, cont, depth):
     """Push the moves of Repeat `x` with `done` iterations complete (saturated at min
     when unbounded), then `cont`: (stack, top)."""
-    a, b, c, nonempty = g[1], g[2], g[3], g[7]
     item, least, most = a[x], b[x], c[x]
     if (most < 0 or done < most) and nonempty[item]:
         nxt = min(done + 1, least) if most < 0 else done + 1
-        stack, top = _push(stack, top, OP_ENTER, item, 0, _frame(st, F_R, x, nxt, cont), depth)
+        stack, top = _push(stack, top, OP_ENTER, item, 0, _frame(meta, slots, frames, F_R, x, nxt, cont), depth)
     if done >= least:
         stack, top = _push(stack, top, OP_RESUME, 0, 0, cont, depth)
     return stack, top
 
 
 @numba.njit(cache=True, inline="always")
-def _resumed(g, st, cont, max_items, max_nesting):
+def _resumed(g, st, frames, cont, max_items, max_nesting):
     """The items reachable from resuming continuation `cont` (memoized on its frame)."""
-    ref = st[S_FRAMES][cont, FRAME_RESUMED]
+    ref = frames[cont, FRAME_RESUMED]
     if ref < 0:
         ref = _close(g, st, OP_RESUME, 0, cont, max_items, max_nesting)
-        st[S_FRAMES][cont, FRAME_RESUMED] = ref
+        frames[cont, FRAME_RESUMED] = ref
     return ref
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _closure(g, st, node, cont, max_items, max_nesting):
-    ref = _hget(st, T_CLOSURE, node, cont, 0, 0)
+    meta, slots = st[S_META], st[S_HASH]
+    ref = _hget(slots, T_CLOSURE, node, cont, 0, 0)
     if ref < 0:
         ref = _close(g, st, OP_ENTER, node, cont, max_items, max_nesting)
-        _hroom(st)
-        _hput(st, T_CLOSURE, node, cont, 0, 0, ref)
+        _hroom(meta, slots)
+        _hput(meta, slots, T_CLOSURE, node, cont, 0, 0, ref)
     return ref
 
 
 @numba.njit(cache=True, inline="always")
-def _single(st, item):
+def _single(meta, slots, set_start, set_pool, item):
     """The pooled set {item} (memoized per item)."""
-    ref = _hget(st, T_SINGLE, item, 0, 0, 0)
+    ref = _hget(slots, T_SINGLE, item, 0, 0, 0)
     if ref < 0:
         one = np.empty(1, dtype=np.int64)
         one[0] = item
-        ref = _pool(st, one)
-        _hroom(st)
-        _hput(st, T_SINGLE, item, 0, 0, 0, ref)
+        ref = _pool(meta, set_start, set_pool, one)
+        _hroom(meta, slots)
+        _hput(meta, slots, T_SINGLE, item, 0, 0, 0, ref)
     return ref
 
 
@@ -777,37 +778,37 @@ def _items_hash(items):
 
 
 @numba.njit(cache=True, inline="always")
-def _intern(st, accepting, items):
+def _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, items):
     """The state of a sorted item set (a new one if unseen)."""
     h = _items_hash(items)
-    newest = _hget(st, T_STATE_HASH, h, 0, 0, 0)
+    newest = _hget(slots, T_STATE_HASH, h, 0, 0, 0)
     sid = newest
     while sid >= 0:
-        known = _set_items(st, st[S_STATE_SET][sid])
+        known = _set_items(set_start, set_pool, state_set[sid])
         if known.size == items.size and (known == items).all():
             return sid
-        sid = st[S_STATE_NEXT][sid]
-    _hroom(st)
-    meta = st[S_META]
+        sid = state_next[sid]
+    _hroom(meta, slots)
     sid = meta[M_STATES]
-    if sid >= st[S_STATE_SET].size or sid >= accepting.size:
+    if sid >= state_set.size or sid >= accepting.size:
         raise ValueError("grow states")
-    ref = _pool(st, items)
-    st[S_STATE_SET][sid] = ref
-    st[S_STATE_NEXT][sid] = newest
+    ref = _pool(meta, set_start, set_pool, items)
+    state_set[sid] = ref
+    state_next[sid] = newest
     meta[M_STATES] += 1
-    _hput(st, T_STATE_HASH, h, 0, 0, 0, sid)
+    _hput(meta, slots, T_STATE_HASH, h, 0, 0, 0, sid)
     accepting[sid] = items.size > 0 and items[0] == ACCEPT
     return sid
 
 
 @numba.njit(cache=True, inline="always")
-def _state_of_set(st, accepting, ref):
-    sid = _hget(st, T_STATE_OF_SET, ref, 0, 0, 0)
+def _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accepting, ref):
+    sid = _hget(slots, T_STATE_OF_SET, ref, 0, 0, 0)
     if sid < 0:
-        sid = _intern(st, accepting, _set_items(st, ref).copy())
-        _hroom(st)
-        _hput(st, T_STATE_OF_SET, ref, 0, 0, 0, sid)
+        items = _set_items(set_start, set_pool, ref).copy()
+        sid = _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, items)
+        _hroom(meta, slots)
+        _hput(meta, slots, T_STATE_OF_SET, ref, 0, 0, 0, sid)
     return sid
 
 
@@ -819,7 +820,9 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
     with the same mask share one union. Writes nothing to the table until the row is
     complete, so a call that stops to have the store grown can be run again."""
     kind, a, b, data, bitsets = g[0], g[1], g[2], g[5], g[6]
-    items = _set_items(st, st[S_STATE_SET][sid]).copy()
+    meta, item_rows, set_start, set_pool, state_set, state_next, slots = (
+        st[S_META], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET], st[S_STATE_NEXT], st[S_HASH])
+    items = _set_items(set_start, set_pool, state_set[sid]).copy()
     targets = np.empty(items.size, dtype=np.int64)
     single = np.empty(items.size, dtype=np.int64)  # the state of each group's target alone
     first_item = np.empty(items.size, dtype=np.int64)  # an item of each group
@@ -828,24 +831,23 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
     for it in items:
         if it == ACCEPT:
             continue
-        leaf, offset, cont = st[S_ITEMS][it, 0], st[S_ITEMS][it, 1], st[S_ITEMS][it, 2]
+        leaf, offset, cont = item_rows[it, 0], item_rows[it, 1], item_rows[it, 2]
         if leaf < 0:
             continue  # a free-bytes marker reads nothing
-        target = st[S_ITEMS][it, ITEM_TARGET]
+        target = item_rows[it, ITEM_TARGET]
         if target < 0:
             if kind[leaf] == K_BYTES and offset + 1 < b[leaf]:
-                target = _single(st, _item(st, leaf, offset + 1, cont))
+                target = _single(meta, slots, set_start, set_pool, _item(meta, slots, item_rows, leaf, offset + 1, cont))
             else:
-                target = _resumed(g, st, cont, max_items, max_nesting)
-            st[S_ITEMS][it, ITEM_TARGET] = target
-        start = st[S_SET_START]
-        if start[target + 1] == start[target]:
+                target = _resumed(g, st, st[S_FRAMES], cont, max_items, max_nesting)
+            item_rows[it, ITEM_TARGET] = target
+        if set_start[target + 1] == set_start[target]:
             continue  # leads nowhere
         group = 0
         while group < m and targets[group] != target:
             group += 1
         if group == m:
-            targets[m], single[m], first_item[m] = target, st[S_ITEMS][it, ITEM_TARGET_STATE], it
+            targets[m], single[m], first_item[m] = target, item_rows[it, ITEM_TARGET_STATE], it
             m += 1
         if kind[leaf] == K_BYTES:
             byte = data[a[leaf] + offset]
@@ -886,8 +888,9 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
             continue
         if n == 1:
             if single[chosen[0]] < 0:
-                single[chosen[0]] = _state_of_set(st, accepting, targets[chosen[0]])
-                st[S_ITEMS][first_item[chosen[0]], ITEM_TARGET_STATE] = single[chosen[0]]
+                single[chosen[0]] = _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accepting,
+                                                  targets[chosen[0]])
+                item_rows[first_item[chosen[0]], ITEM_TARGET_STATE] = single[chosen[0]]
             row[byte] = single[chosen[0]]
             continue
         mask = np.uint64(0)
@@ -905,17 +908,17 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
             continue
         total = 0
         for k in range(n):
-            total += _set_items(st, targets[chosen[k]]).size
+            total += _set_items(set_start, set_pool, targets[chosen[k]]).size
         merged = np.empty(total, dtype=np.int64)
         q = 0
         for k in range(n):
-            part = _set_items(st, targets[chosen[k]])
+            part = _set_items(set_start, set_pool, targets[chosen[k]])
             merged[q : q + part.size] = part
             q += part.size
         merged = np.unique(merged)
         if merged.size > max_items:
             raise ValueError("too ambiguous")
-        row[byte] = _intern(st, accepting, merged)
+        row[byte] = _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, merged)
         if m <= 64:
             union_masks[n_unions], union_states[n_unions] = mask, row[byte]
             n_unions += 1
@@ -960,7 +963,9 @@ def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_s
                  s0, s1, s2, s3, s4, s5, s6, s7, accepting, root, max_items, max_nesting):
     g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
     st = (s0, s1, s2, s3, s4, s5, s6, s7)
-    return _state_of_set(st, accepting, _closure(g, st, root, DONE, max_items, max_nesting))
+    ref = _closure(g, st, root, DONE, max_items, max_nesting)
+    return _state_of_set(st[S_META], st[S_HASH], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET], st[S_STATE_NEXT],
+                         accepting, ref)
 
 
 @numba.njit(cache=True)
@@ -968,7 +973,7 @@ def _free_entry(bitsets, s0, s1, s2, s3, s4, s5, s6, s7, sid):
     """The free bytes of state `sid` (4 x u64): the union of its markers' byte sets."""
     st = (s0, s1, s2, s3, s4, s5, s6, s7)
     free = np.zeros(4, dtype=np.uint64)
-    for it in _set_items(st, st[S_STATE_SET][sid]):
+    for it in _set_items(st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET][sid]):
         leaf = st[S_ITEMS][it, 0]
         if leaf < 0:
             for w in range(4):
@@ -979,7 +984,7 @@ def _free_entry(bitsets, s0, s1, s2, s3, s4, s5, s6, s7, sid):
 @numba.njit(cache=True)
 def _items_entry(s0, s1, s2, s3, s4, s5, s6, s7, sid):
     st = (s0, s1, s2, s3, s4, s5, s6, s7)
-    return _set_items(st, st[S_STATE_SET][sid]).copy()
+    return _set_items(st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET][sid]).copy()
 
 
 _ERRORS = {
