@@ -855,6 +855,24 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
         else:
             for w in range(4):
                 bits[group, w] |= bitsets[a[leaf], w]
+    if m <= 1:  # (most rows) one target at most: each byte read leads to its state
+        state = DEAD
+        if m == 1:
+            state = single[0]
+            if state < 0:
+                state = _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accepting, targets[0])
+                item_rows[first_item[0], ITEM_TARGET_STATE] = state
+        table[sid, :] = DEAD
+        loops[sid, :] = 0
+        for w in range(4):
+            x = bits[0, w] if m == 1 else np.uint64(0)
+            while x:
+                table[sid, w * 64 + trailing_zeros(x)] = state
+                x &= x - np.uint64(1)
+            if state == sid:
+                loops[sid, w] = bits[0, w]
+        expanded[sid] = True
+        return
     row = np.full(256, DEAD, dtype=np.int32)
     # Per byte, the groups that read it: readers[reader_start[b]:reader_start[b + 1]], in
     # group order, made from the bits set in each group's byte set (as many steps as
