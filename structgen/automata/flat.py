@@ -424,6 +424,11 @@ def _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label, known_
 # The store: every table one automaton grows, as numpy arrays (numba takes arrays from
 # Python in ~0.1 us each; a typed dict or list costs ~10 us a call). `meta` holds the
 # counts; one open-addressing hash table maps keys (tag, k1, k2, k3, k4) to ints.
+# The compiled functions below that work a row take the arrays out of the `g` (IR) and
+# `st` (store) tuples once and hand them to small helpers inlined into them
+# (inline="always"): a helper called with a tuple, or a tuple element taken inside a
+# loop, costs an atomic reference count increment and decrement per array, which was
+# close to half of a row's time.
 M_FRAMES, M_ITEMS, M_SETS, M_SET_ITEMS, M_STATES, M_HASHED = range(6)
 (S_META, S_FRAMES, S_ITEMS, S_SET_START, S_SET_ITEMS, S_STATE_SET, S_STATE_NEXT, S_HASH) = range(8)
 T_FRAME, T_ITEM, T_CLOSURE, T_SINGLE, T_STATE_OF_SET, T_STATE_HASH = range(6)
