@@ -164,6 +164,21 @@ def test_flat_store_grows_while_building(smollm2_vocab):
     assert meta[flat.M_ITEMS] > 1024 and meta[flat.M_HASHED] > 4096  # it did grow
 
 
+def test_flat_walk_runs_again_when_its_states_fill_the_table(monkeypatch, smollm2_vocab):
+    """The per-state arrays grow only when full: a first mask whose walk makes more
+    states than the table holds fails mid-walk, and is run again once the table is
+    doubled (twice here). Its mask and every later one equal the Python automaton's."""
+    rng = random.Random(0)
+    words = sorted({"".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9)))
+                    for _ in range(3000)})
+    python, compiled = _both(monkeypatch, lambda: structgen.compile_choice(words, smollm2_vocab))
+    rows = compiled.dfa.table.shape[0]
+    mask = structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
+    compiled.matcher().fill_bitmask(mask, 0)
+    assert compiled.dfa.num_states > rows and compiled.dfa.table.shape[0] >= 4 * rows  # it did fill up
+    _same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=12)
+
+
 def test_flat_compiles_no_machine_code_after_the_warm_up(smollm2_vocab, smollm2_tokenizer):
     """The compile's warm-up runs every compiled entry point a decode uses, with the
     argument types it uses: walking a new grammar (masks, tokens, forced bytes as

@@ -31,13 +31,13 @@ class TableDFA:
     u64), `accepting[s]`; walks, exits and forced bytes. A subclass builds the rows
     (`expand`) and counts its states."""
 
-    def __init__(self, max_states: int):
+    def __init__(self, max_states: int, initial_states: int = 64):
         self.max_states = max_states
         self._lock = threading.RLock()
-        self.table = np.empty((64, 256), dtype=np.int32)  # a row is set when its state is expanded
-        self.expanded = np.zeros(64, dtype=bool)
-        self.loops = np.zeros((64, 4), dtype=np.uint64)  # bytes b with table[s, b] == s
-        self.accepting = np.zeros(64, dtype=bool)
+        self.table = np.empty((initial_states, 256), dtype=np.int32)  # a row is set when its state is expanded
+        self.expanded = np.zeros(initial_states, dtype=bool)
+        self.loops = np.zeros((initial_states, 4), dtype=np.uint64)  # bytes b with table[s, b] == s
+        self.accepting = np.zeros(initial_states, dtype=bool)
         self._forced: dict[int, bytes] = {}
         self._has_exits: dict[int, bool] = {}
 

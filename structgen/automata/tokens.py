@@ -573,12 +573,6 @@ def _walk_from(dfa: LazyDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndar
     return allowed
 
 
-# Rows a compiled walk has room for when it starts; past them it hands back to Python,
-# which grows the table and runs it on. Small: a grammar's first walk would otherwise
-# grow its table by thousands of rows (~1.3 ms, most of its first mask).
-WALK_ROWS = 2
-
-
 def _walk_from_flat(dfa: FlatDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndarray, words: np.ndarray) -> int:
     """`_walk_from` over a compiled automaton: the walk builds the rows it stops at
     itself (`flat.expand_rows`) and goes on, instead of returning to Python for each."""
@@ -587,7 +581,7 @@ def _walk_from_flat(dfa: FlatDFA, trie: TokenTrie, nodes: np.ndarray, states: np
         while nodes.size:
             count, nodes, states = dfa.run(_walk_building, lambda: (
                 dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
-                trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words), rows=WALK_ROWS)
+                trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words))
             allowed += count
     return allowed
 
@@ -597,8 +591,10 @@ def _walk_building(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge
                    s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
                    edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
                    nodes, states, words, max_items, max_nesting):
-    """`_walk`, then the rows it stopped at, then `_walk` again from there, until done or
-    the table is out of room: (tokens allowed, the (node, state) pairs left)."""
+    """`_walk`, then the rows it stopped at, then `_walk` again from there, until done:
+    (tokens allowed, the (node, state) pairs left: none). A row that finds the
+    automaton's arrays full fails the call, which Python runs again once they are grown
+    (`FlatDFA.run`): it sets the same bits again and counts afresh."""
     g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
     st = (s0, s1, s2, s3, s4, s5, s6, s7)
     allowed = 0
@@ -606,7 +602,6 @@ def _walk_building(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge
         count, nodes, states = _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start,
                                      token_ids, subtree_end, below, nodes, states, words)
         allowed += count
-        if nodes.size and expand_rows(g, st, table, expanded, loops, accepting, np.unique(states),
-                                      max_items, max_nesting) == 0:
-            break  # no room for another row: Python grows the table
+        if nodes.size:
+            expand_rows(g, st, table, expanded, loops, accepting, np.unique(states), max_items, max_nesting)
     return allowed, nodes, states
