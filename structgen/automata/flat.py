@@ -979,6 +979,23 @@ def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_n
 
 
 @numba.njit(cache=True)
+def _walk_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
+                s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting, state, codes, max_items, max_nesting):
+    """The state after the bytes `codes` from `state` (DEAD where they leave the
+    language), building the rows on the way: the path of a token allowed unwalked
+    (`TableDFA.free_bytes`) in one call instead of one per row."""
+    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
+    st = (s0, s1, s2, s3, s4, s5, s6, s7)
+    for byte in codes:
+        if not expanded[state]:
+            _expand(g, st, table, expanded, loops, accepting, state, max_items, max_nesting)
+        state = table[state, byte]
+        if state < 0:
+            return DEAD
+    return state
+
+
+@numba.njit(cache=True)
 def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                  s0, s1, s2, s3, s4, s5, s6, s7, accepting, root, max_items, max_nesting):
     g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
@@ -1075,6 +1092,16 @@ class FlatDFA(TableDFA):
 
     def _build_row(self, sid: int) -> None:
         self.run(_expand_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid))
+
+    def walk(self, sid: int, data: bytes) -> int:
+        """See TableDFA.walk: in one compiled call, which builds the rows it meets."""
+        if sid < 0:
+            return DEAD
+        if not data:
+            return sid
+        codes = np.frombuffer(bytes(data), dtype=np.uint8)  # bytes or bytearray: one argument type
+        with self._lock:
+            return int(self.run(_walk_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid, codes)))
 
     def free_bytes(self, sid: int) -> np.ndarray | None:
         """See TableDFA.free_bytes: from the markers the closures put in the state's set
