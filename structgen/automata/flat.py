@@ -966,16 +966,13 @@ def _expand_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_
 
 @numba.njit(cache=True)
 def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_nesting):
-    """Build the rows of states `sids`; returns how many it built. For compiled code
-    that walks the table (`tokens._walk_building`): g, st are an automaton's IR and
-    store arrays. A row that finds the per-state arrays full fails ("grow states"):
-    the caller's call is run again once they are grown (`FlatDFA.run`)."""
-    built = 0
+    """Build the rows of states `sids` not built yet. For compiled code that walks the
+    table (`tokens._walk_building`): g, st are an automaton's IR and store arrays. A row
+    that finds the per-state arrays full fails ("grow states"): the caller's call is run
+    again once they are grown (`FlatDFA.run`)."""
     for sid in sids:
         if not expanded[sid]:
             _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting)
-            built += 1
-    return built
 
 
 @numba.njit(cache=True)

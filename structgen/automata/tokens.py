@@ -576,14 +576,10 @@ def _walk_from(dfa: LazyDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndar
 def _walk_from_flat(dfa: FlatDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndarray, words: np.ndarray) -> int:
     """`_walk_from` over a compiled automaton: the walk builds the rows it stops at
     itself (`flat.expand_rows`) and goes on, instead of returning to Python for each."""
-    allowed = 0
     with dfa._lock:
-        while nodes.size:
-            count, nodes, states = dfa.run(_walk_building, lambda: (
-                dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
-                trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words))
-            allowed += count
-    return allowed
+        return dfa.run(_walk_building, lambda: (
+            dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
+            trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -592,9 +588,9 @@ def _walk_building(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge
                    edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
                    nodes, states, words, max_items, max_nesting):
     """`_walk`, then the rows it stopped at, then `_walk` again from there, until done:
-    (tokens allowed, the (node, state) pairs left: none). A row that finds the
-    automaton's arrays full fails the call, which Python runs again once they are grown
-    (`FlatDFA.run`): it sets the same bits again and counts afresh."""
+    how many tokens it allowed. A row that finds the automaton's arrays full fails the
+    call, which Python runs again once they are grown (`FlatDFA.run`): it sets the same
+    bits again and counts afresh."""
     g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
     st = (s0, s1, s2, s3, s4, s5, s6, s7)
     allowed = 0
@@ -604,4 +600,4 @@ def _walk_building(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge
         allowed += count
         if nodes.size:
             expand_rows(g, st, table, expanded, loops, accepting, np.unique(states), max_items, max_nesting)
-    return allowed, nodes, states
+    return allowed
