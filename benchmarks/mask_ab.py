@@ -103,9 +103,11 @@ def warm_up(sg, vocab, tokenizer) -> None:
     sg.clear_cache()
 
 
-def measure(packages: dict, vocabs: dict, data: list, envs: dict | None = None) -> dict[str, dict[str, list[int]]]:
+def measure(packages: dict, vocabs: dict, data: list, envs: dict | None = None,
+            options: dict | None = None) -> dict[str, dict[str, list[int]]]:
     """Per version: every token's mask + advance time and every schema's TTFM, in ns.
-    `envs`: environment variables set while a version compiles."""
+    `envs`: environment variables set while a version compiles; `options`: keyword
+    arguments of compile_json_schema, for both."""
     clock = time.thread_time_ns
     times = {v: {"tbm": [], "ttfm": []} for v in packages}
     masks = {v: packages[v].allocate_bitmask(1, vocabs[v].vocab_size) for v in packages}
@@ -117,7 +119,7 @@ def measure(packages: dict, vocabs: dict, data: list, envs: dict | None = None) 
             start = clock()
             try:
                 with environment(envs.get(v, {})):
-                    grammar = sg.compile_json_schema(schema, vocab)
+                    grammar = sg.compile_json_schema(schema, vocab, **(options or {}))
                 grammar.matcher().fill_bitmask(mask, 0)
             except Exception:  # refused schemas: both versions should agree; not timed
                 continue
@@ -158,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--new-env", action="append", default=[], metavar="KEY=VALUE",
                     help="environment variable set while 'new' compiles (repeatable)")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=JSON",
+                    help='compile_json_schema option for both versions, e.g. property_order=\'"any"\' (repeatable)')
     args = ap.parse_args(argv)
+    options = {key: json.loads(value) for key, value in (item.split("=", 1) for item in args.option)}
 
     from structgen.default_model import load_default_tokenizer
 
@@ -176,9 +181,10 @@ def main(argv: list[str] | None = None) -> int:
                 warm_up(packages[v], vocabs[v], tokenizer)
         gc.collect()
         gc.freeze()
-        times = measure(packages, vocabs, data, envs)
+        times = measure(packages, vocabs, data, envs, options)
     print(f"{args.schemas} maskbench-dev schemas (seed {args.seed}); base = {args.base}, "
-          f"new = {args.new or 'working tree'}; thread CPU time, interleaved per schema")
+          f"new = {args.new or 'working tree'}; thread CPU time, interleaved per schema"
+          + (f"; options {options}" if options else ""))
     print(table(times))
     print("schemas compiled: " + ", ".join(f"{v} {len(times[v]['ttfm'])}" for v in VERSIONS)
           + " (a schema one version refuses is walked by the other only)")

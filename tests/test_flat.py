@@ -81,6 +81,39 @@ def test_flat_masks_equal_python_on_schemas(monkeypatch, smollm2_vocab, schema):
     _same_masks_on_walks(python, compiled, smollm2_vocab)
 
 
+ANY_ORDER = [
+    SCHEMAS[0],
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 3}, "c": {"type": "boolean"},
+                                      "d": {"enum": ["x", "y"]}},
+     "required": ["a", "c"], "additionalProperties": False, "minProperties": 3},
+    {"type": "object", "properties": {"p": {"type": "object", "properties": {"q": {"type": "null"}, "r": {"type": "integer"}}}},
+     "patternProperties": {"^x-": {"type": "integer"}}, "maxProperties": 2},  # nested, a pattern, a cap
+    {"type": "object", "properties": {"a": {"not": {}}, "b": {"type": "integer"}}, "required": ["b"]},  # an entry with no value
+]
+
+
+@pytest.mark.parametrize("schema", ANY_ORDER, ids=range(len(ANY_ORDER)))
+def test_flat_masks_equal_python_on_objects_in_any_order(monkeypatch, smollm2_vocab, schema):
+    python, compiled = _both(monkeypatch, lambda: structgen.compile_json_schema(schema, smollm2_vocab, property_order="any"))
+    _same_masks_on_walks(python, compiled, smollm2_vocab)
+
+
+def test_flat_any_order_accepts_members_in_every_order(smollm2_vocab):
+    """Each permutation of the members is accepted, a repeated or missing required one
+    is not, and the object closes only once its required members are in."""
+    import itertools
+    import json
+    schema = ANY_ORDER[1]
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, property_order="any")
+    assert isinstance(grammar.dfa, FlatDFA)
+    members = {"a": 1, "b": "xy", "c": True}
+    for order in itertools.permutations(members):
+        text = json.dumps({k: members[k] for k in order}).encode()
+        assert grammar.dfa.accepting[grammar.dfa.walk(grammar.dfa.start, text)], text
+    for text in (b'{"a": 1, "c": true}', b'{"a": 1, "c": true, "a": 2}', b'{"b": "x", "c": true, "d": "x"}'):
+        assert not grammar.dfa.accepting[max(grammar.dfa.walk(grammar.dfa.start, text), 0)], text
+
+
 @pytest.mark.parametrize("pattern", REGEXES)
 def test_flat_masks_equal_python_on_regexes(monkeypatch, smollm2_vocab, pattern):
     python, compiled = _both(monkeypatch, lambda: structgen.compile_regex(pattern, smollm2_vocab))
@@ -206,8 +239,9 @@ def test_flat_compiles_no_machine_code_after_the_warm_up(smollm2_vocab, smollm2_
 
 
 def test_flat_refuses_what_it_cannot_build():
-    with pytest.raises(FlatUnsupported):
-        FlatDFA(LazyNFA(ir.Members([ir.lit('"a": 1')], [True], None, ir.lit("{"), ir.lit(", "), ir.lit("}"), ir.lit("}"))))
+    entries = [ir.lit(f'"k{i}": 1') for i in range(61)]  # states past an int64
+    with pytest.raises(FlatUnsupported, match="61 properties"):
+        FlatDFA(LazyNFA(ir.Members(entries, [False] * 61, None, ir.lit("{"), ir.lit(", "), ir.lit("}"), ir.lit("}"))))
     # left recursion through an optional prefix, met after the first byte: refused with
     # the Python automaton's error
     rule = ir.Ref("a")
@@ -223,3 +257,14 @@ def test_flat_refuses_states_past_the_item_bound(monkeypatch):
     dfa = FlatDFA(LazyNFA(node))  # the start holds one item
     with pytest.raises(GrammarTooLargeError, match="too ambiguous"):
         dfa.expand(dfa.start)  # what "s" leads to holds five
+
+
+def test_flat_token_walk_cache_follows_the_row_builder():
+    """numba caches tokens._walk_building's machine code, flat.py's row builder linked
+    in, under its own bytecode and closure: the closure holds a stamp of flat.py, so an
+    edit of flat.py does not leave the walk building rows with the old code."""
+    from structgen.automata import tokens
+    cells = [cell.cell_contents for cell in tokens._walk_building.py_func.__closure__]
+    assert flat.CODE_STAMP in cells
+    import hashlib
+    assert flat.CODE_STAMP == int.from_bytes(hashlib.sha256(open(flat.__file__, "rb").read()).digest()[:7], "big")

@@ -13,9 +13,11 @@ byte leads to, their unions, interning them as states -- runs as machine code in
 of as Python objects (a first visit of a grammar state builds ~10 rows, ~100 us each in
 Python: most of the time of the slowest mask steps).
 
-What it does not take: `Members` (objects in any order), whose states are made by
-Python code, and IRs past MAX_FLAT_NODES; it says so (`FlatUnsupported`) and the
-compiler keeps the Python automaton. A `Stepper` is flattened as its `plain()` Graph,
+`Members` (objects in any order) are entered like a Graph whose state -- the mask of
+entries written and the member count -- is computed instead of listed (2^n of them):
+it is the index of the frame. What it does not take: IRs past MAX_FLAT_NODES, and
+`Members` whose states do not fit an int64 (more than ~60 entries); it says so
+(`FlatUnsupported`) and the compiler keeps the Python automaton. A `Stepper` is flattened as its `plain()` Graph,
 and lexemes as the basic nodes they are (the Python automaton's key-prefix rows and
 shared lexeme DFA do not apply here). Free bytes do: where a closure passes a graph
 state that declares some (`ir.Graph.free`, the trie of a StringExcept), it adds a marker
@@ -32,6 +34,8 @@ Must not know about tokens, vocabularies or the engine.
 
 from __future__ import annotations
 
+import hashlib
+import pathlib
 import threading
 
 import numba
@@ -44,12 +48,19 @@ from structgen.automata.nfa import MAX_RULE_NESTING, MAX_STATE_ITEMS, LazyNFA, t
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 
-K_BYTES, K_BYTESET, K_CONCAT, K_ALT, K_REPEAT, K_GRAPH, K_REF = range(7)
-F_C, F_L, F_R, F_G = 1, 2, 3, 4  # frame kinds: rest of a Concat, last item, Repeat, Graph state
-OP_ENTER, OP_RESUME, OP_GRAPH = 0, 1, 2  # closure work items
+K_BYTES, K_BYTESET, K_CONCAT, K_ALT, K_REPEAT, K_GRAPH, K_REF, K_MEMBERS = range(8)
+F_C, F_L, F_R, F_G, F_M = 1, 2, 3, 4, 5  # frame kinds: rest of a Concat, last item, Repeat, Graph state, Members state
+OP_ENTER, OP_RESUME, OP_GRAPH, OP_MEMBERS = 0, 1, 2, 3  # closure work items
+# A Members node's record in `kids`, after its entries' first and later forms (n each):
+R_CLOSE_NONE, R_CLOSE_SOME, R_EXTRA_FIRST, R_EXTRA_LATER, R_REQUIRED, R_MIN, R_MAX = range(7)
 DONE = 0  # the empty continuation (frame 0)
 ACCEPT = 0  # item 0: the whole input matched (the smallest id: first in a sorted set)
 MAX_FLAT_NODES = 200_000  # past this the IR is flattened too slowly for a compile
+# numba's cache keys a function's machine code by its own bytecode, not by the compiled
+# functions of other modules it calls and links in: code elsewhere that calls into
+# this module (tokens._walk_building) puts this stamp in its key, or an edit of this
+# file would leave it running the old rows from the cache.
+CODE_STAMP = int.from_bytes(hashlib.sha256(pathlib.Path(__file__).read_bytes()).digest()[:7], "big")
 
 
 class FlatUnsupported(Exception):
@@ -145,8 +156,8 @@ class _Flattener:
                 steppers.append(node)
                 pending.append(node.plain())
                 continue
-            if isinstance(node, ir.Members):
-                raise FlatUnsupported("objects in any order (Members)")
+            if isinstance(node, ir.Members) and (len(node.firsts) + 1) + (node.cap + 1).bit_length() > 62:
+                raise FlatUnsupported(f"objects in any order with {len(node.firsts)} properties")
             if len(order) >= limit:
                 raise FlatUnsupported(f"more than {limit:,} IR nodes")
             order.append(node)
@@ -204,6 +215,12 @@ class _Flattener:
         elif isinstance(node, ir.Ref):
             self.kind[i] = K_REF
             self.a[i] = self.id_of(node.target)
+        elif isinstance(node, ir.Members):
+            self.kind[i] = K_MEMBERS
+            self.a[i], self.b[i], self.c[i] = self._kids0 + len(self.kids), len(node.firsts), node.cap
+            self.kids += [self.id_of(k) for k in (*node.firsts, *node.laters, node.close_none, node.close_some)]
+            self.kids += [-1 if k is None else self.id_of(k) for k in (node.extra_first, node.extra_later)]
+            self.kids += [node.required_mask, node.min_count, -1 if node.max_count is None else node.max_count]
         else:
             raise FlatUnsupported(f"IR node {type(node).__name__}")
 
@@ -253,6 +270,8 @@ def _children(node: ir.Node) -> list[ir.Node]:
         return [node.target]
     if isinstance(node, ir.Stepper):
         return [node.plain()]
+    if isinstance(node, ir.Members):
+        return node.children()
     return []
 
 
@@ -266,6 +285,10 @@ class FlatIR:
     state g (offset + state) is final when `g_final[g]`; its edges are
     `g_edge_start[g]:g_edge_start[g + 1]` into `g_dst`, `g_label` (-1: epsilon);
     `g_free[g]`: the row of `bitsets` of its free bytes, or -1.
+    MEMBERS a = offset in `kids` of its record, b = entries (n), c = cap on the count:
+    the record is the n entries as first member, the n as later member, then the
+    fields R_CLOSE_NONE ... R_MAX (node ids, -1 for no extra member; the required mask,
+    min and max count, -1: no max). Its state (mask, count) is mask * (cap + 1) + count.
     `nonempty[n]`: the node's language has a string; `g_live[g]`: an end of the graph
     can be reached from state g. The automaton enters only such nodes and states, so
     every item can reach acceptance.
@@ -361,6 +384,36 @@ class _SharedNodes:
 SHARED = _SharedNodes()
 
 
+@numba.njit(cache=True, inline="always")
+def _bit_count(x):
+    n = 0
+    while x:
+        x &= x - 1
+        n += 1
+    return n
+
+
+@numba.njit(cache=True)
+def _members_live(a, b, kids, nonempty, x, mask, count):
+    """Whether Members node `x` can still be closed from state (mask, count): every
+    missing required entry has a value, and the count can land in min..max (see
+    `LazyNFA.members_live`)."""
+    n = b[x]
+    record = a[x] + 2 * n
+    ok = 0
+    for i in range(n):
+        if nonempty[kids[a[x] + i]]:
+            ok |= 1 << i
+    missing = kids[record + R_REQUIRED] & ~mask
+    if missing & ~ok:
+        return False
+    most = kids[record + R_MAX]
+    if most >= 0 and count + _bit_count(missing) > most:
+        return False
+    extra = kids[record + R_EXTRA_FIRST]
+    return (extra >= 0 and nonempty[extra]) or count + _bit_count(ok & ~mask) >= kids[record + R_MIN]
+
+
 @numba.njit(cache=True)
 def _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label, known_nonempty, known_g_live):
     """Which nodes have a non-empty language, and from which graph states an end can be
@@ -411,6 +464,8 @@ def _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label, known_
                     value = value or nonempty[kids[a[x] + i]]
             elif k == K_REPEAT:
                 value = b[x] == 0 or nonempty[a[x]]
+            elif k == K_MEMBERS:
+                value = _members_live(a, b, kids, nonempty, x, 0, 0)
             else:  # K_REF
                 value = nonempty[a[x]]
             if value and not nonempty[x]:
@@ -672,6 +727,8 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
                     stack, top = _push(stack, top, OP_ENTER, fnode, 0, fparent, depth)
                 elif fkind == F_R:
                     stack, top = _repeat(a, b, c, nonempty, meta, slots, frames, stack, top, fnode, findex, fparent, depth)
+                elif fkind == F_M:
+                    stack, top = _push(stack, top, OP_MEMBERS, fnode, findex, fparent, depth)
                 else:
                     stack, top = _push(stack, top, OP_GRAPH, fnode, findex, fparent, depth)
         elif op == OP_GRAPH:
@@ -688,6 +745,8 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
                 else:
                     frame = _frame(meta, slots, frames, F_G, x, g_dst[e], cont)
                     stack, top = _push(stack, top, OP_ENTER, g_label[e], 0, frame, depth)
+        elif op == OP_MEMBERS:
+            stack, top = _members(a, b, c, kids, nonempty, meta, slots, frames, stack, top, x, y, cont, depth)
         else:  # OP_ENTER
             k = kind[x]
             if k == K_BYTES or k == K_BYTESET:
@@ -704,6 +763,8 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
                         stack, top = _push(stack, top, OP_ENTER, kids[a[x] + i], 0, cont, depth)
             elif k == K_GRAPH:
                 stack, top = _push(stack, top, OP_GRAPH, x, b[x], cont, depth)
+            elif k == K_MEMBERS:
+                stack, top = _push(stack, top, OP_MEMBERS, x, 0, cont, depth)
             elif k == K_REF:
                 if nonempty[x]:
                     if depth >= max_nesting:
@@ -737,6 +798,35 @@ def _repeat(a, b, c, nonempty, meta, slots, frames, stack, top, x, done, cont, d
         stack, top = _push(stack, top, OP_ENTER, item, 0, _frame(meta, slots, frames, F_R, x, nxt, cont), depth)
     if done >= least:
         stack, top = _push(stack, top, OP_RESUME, 0, 0, cont, depth)
+    return stack, top
+
+
+@numba.njit(cache=True)
+def _members(a, b, c, kids, nonempty, meta, slots, frames, stack, top, x, code, cont, depth):
+    """Push the moves of Members `x` in state `code` (see FlatIR), then `cont`: each
+    entry not written yet, the extra member, or the closing bracket once the required
+    entries and the least count are in (`ir.Members.moves`). (stack, top)."""
+    n, cap = b[x], c[x]
+    record = a[x] + 2 * n
+    mask, count = code // (cap + 1), code % (cap + 1)
+    most = kids[record + R_MAX]
+    if most < 0 or count < most:
+        nxt_count = min(count + 1, cap)
+        labels = a[x] if count == 0 else a[x] + n
+        for i in range(n):
+            label = kids[labels + i]
+            nxt_mask = mask | 1 << i
+            if nxt_mask != mask and nonempty[label] and _members_live(a, b, kids, nonempty, x, nxt_mask, nxt_count):
+                frame = _frame(meta, slots, frames, F_M, x, nxt_mask * (cap + 1) + nxt_count, cont)
+                stack, top = _push(stack, top, OP_ENTER, label, 0, frame, depth)
+        extra = kids[record + (R_EXTRA_FIRST if count == 0 else R_EXTRA_LATER)]
+        if extra >= 0 and nonempty[extra] and _members_live(a, b, kids, nonempty, x, mask, nxt_count):
+            frame = _frame(meta, slots, frames, F_M, x, mask * (cap + 1) + nxt_count, cont)
+            stack, top = _push(stack, top, OP_ENTER, extra, 0, frame, depth)
+    required = kids[record + R_REQUIRED]
+    close = kids[record + (R_CLOSE_NONE if count == 0 else R_CLOSE_SOME)]
+    if mask & required == required and count >= kids[record + R_MIN] and nonempty[close]:
+        stack, top = _push(stack, top, OP_ENTER, close, 0, cont, depth)
     return stack, top
 
 

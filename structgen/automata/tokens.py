@@ -44,7 +44,7 @@ import numba
 import numpy as np
 
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.flat import FlatDFA, expand_rows
+from structgen.automata.flat import CODE_STAMP, FlatDFA, expand_rows
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -582,22 +582,32 @@ def _walk_from_flat(dfa: FlatDFA, trie: TokenTrie, nodes: np.ndarray, states: np
             trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words))
 
 
-@numba.njit(nogil=True, cache=True)
-def _walk_building(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
-                   s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
-                   edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
-                   nodes, states, words, max_items, max_nesting):
-    """`_walk`, then the rows it stopped at, then `_walk` again from there, until done:
-    how many tokens it allowed. A row that finds the automaton's arrays full fails the
-    call, which Python runs again once they are grown (`FlatDFA.run`): it sets the same
-    bits again and counts afresh."""
-    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
-    st = (s0, s1, s2, s3, s4, s5, s6, s7)
-    allowed = 0
-    while nodes.size:
-        count, nodes, states = _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start,
-                                     token_ids, subtree_end, below, nodes, states, words)
-        allowed += count
-        if nodes.size:
-            expand_rows(g, st, table, expanded, loops, accepting, np.unique(states), max_items, max_nesting)
-    return allowed
+def _walk_building_for(flat_stamp: int):
+    """`_walk_building`, compiled with `flat.CODE_STAMP` in its closure: numba keys its
+    cache by the closure too, so an edit of flat.py, whose row builder it links in,
+    compiles it afresh."""
+
+    @numba.njit(nogil=True, cache=True)
+    def walk_building(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
+                      s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
+                      edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
+                      nodes, states, words, max_items, max_nesting):
+        """`_walk`, then the rows it stopped at, then `_walk` again from there, until done:
+        how many tokens it allowed. A row that finds the automaton's arrays full fails the
+        call, which Python runs again once they are grown (`FlatDFA.run`): it sets the same
+        bits again and counts afresh."""
+        g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
+        st = (s0, s1, s2, s3, s4, s5, s6, s7)
+        allowed = 0 * flat_stamp  # (the stamp must be used to be in the closure)
+        while nodes.size:
+            count, nodes, states = _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start,
+                                         token_ids, subtree_end, below, nodes, states, words)
+            allowed += count
+            if nodes.size:
+                expand_rows(g, st, table, expanded, loops, accepting, np.unique(states), max_items, max_nesting)
+        return allowed
+
+    return walk_building
+
+
+_walk_building = _walk_building_for(CODE_STAMP)
