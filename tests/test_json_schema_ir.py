@@ -906,9 +906,10 @@ def test_budgets():
     with pytest.raises(GrammarTooLargeError):
         # one position per character: a JSON string character is one lexeme item
         schema_to_ir({"type": "string", "maxLength": 10_000_000}, JsonOptions(max_states=2_000_000))
+    # ~410 positions an item (each node once, see the next test) x 10,000 copies
     big_item = {"type": "object", "properties": {f"k{i}": {"type": "string", "maxLength": 20} for i in range(10)}}
     with pytest.raises(GrammarTooLargeError):
-        schema_to_ir({"type": "array", "items": big_item, "minItems": 5000}, JsonOptions(max_states=2_000_000))
+        schema_to_ir({"type": "array", "items": big_item, "minItems": 10_000}, JsonOptions(max_states=2_000_000))
     # deep anyOf nesting: bounded by the deadline, never a hang
     schema: dict = {"type": "integer"}
     for i in range(40):
@@ -919,6 +920,27 @@ def test_budgets():
     except GrammarTooLargeError:
         pass
     assert time.monotonic() - t0 < 10
+
+
+def test_budget_counts_a_shared_definition_once():
+    """A definition `$ref`ed from many places is one subtree the automata hold once:
+    the size budget counts it once per repeated copy, not once per path to it (20
+    levels of definitions each using the one below twice are 2^20 paths, which the
+    budget used to count and refuse)."""
+    defs = {"d0": {"type": "object", "properties": {"v": {"type": "string", "maxLength": 8}}, "additionalProperties": False}}
+    for i in range(1, 21):
+        below = {"$ref": f"#/$defs/d{i - 1}"}
+        defs[f"d{i}"] = {"type": "object", "properties": {"a": below, "b": below}, "additionalProperties": False}
+    schema = {"$defs": defs, "$ref": "#/$defs/d20"}
+    node = schema_to_ir(schema)
+    assert ir.expanded_size(node) < 5_000
+    # repeats still count as copies: 100 items of the whole tree
+    assert ir.expanded_size(schema_to_ir({"$defs": defs, "type": "array", "items": {"$ref": "#/$defs/d20"}, "maxItems": 100})) > 100 * ir.expanded_size(node) * 0.9
+    instance = {"v": "x"}
+    for _ in range(3):
+        instance = {"a": instance}
+    check({"$defs": defs, "$ref": "#/$defs/d3"}, accepted=[instance, {"b": {"a": {"b": {}}}}],
+          rejected=[{"a": {"a": {"a": {"v": "too long string"}}}}, {"c": 1}])
 
 
 def test_canonical_key():

@@ -432,53 +432,84 @@ def reaching(finals: Iterable[int], edges: Iterable[tuple[int, int]]) -> set[int
 def expanded_size(node: Node, limit: int | None = None) -> int:
     """Number of NFA positions the tree expands to, counting repeats as copies.
 
-    Used to refuse grammars before building anything big. Stops counting early
-    (returning a value > limit) once `limit` is passed. A lexeme counts as one
-    position, as the NFA enters it (one item on the shared lexeme DFA).
+    Used to refuse grammars before building anything big. Each node counts its own
+    positions (a literal's bytes, a Graph's states; one for the others) times the
+    copies it is made in: the product of the counts of the Repeats above it, along its
+    most repeated path from the root. A node reached by several paths -- a definition
+    `$ref`ed from many places, a subtree the builders share -- counts once, as the
+    automata hold it once and enter it with each path's continuation; so does a rule's
+    body (a `Ref` counts as one position, its target as a root of its own: recursion
+    repeats without a bound, and what it costs is what decoding visits). A lexeme counts
+    as one position, as the NFA enters it (one item on the shared lexeme DFA). Stops
+    early (returning a value > limit) once `limit` is passed.
     """
-    memo: dict[int, int] = {}
+    roots = [node]
+    order = _parents_first(node, roots)
+    copies: dict[int, int] = {id(n): 0 for n in order}
+    for root in roots:
+        copies[id(root)] = max(copies[id(root)], 1)
+    total = 0
+    for n in order:
+        mine = copies[id(n)]
+        total += _own_positions(n) * mine
+        if limit is not None and total > limit:
+            return total
+        for child, factor in _expanded_children(n):
+            if copies[id(child)] < mine * factor:
+                copies[id(child)] = mine * factor
+    return total
 
-    def size(n: Node) -> int:
-        key = id(n)
-        if key in memo:
-            return memo[key]
-        if is_lexeme(n):
-            s = 1
-        elif isinstance(n, Bytes):
-            s = len(n.data)
-        elif isinstance(n, ByteSet):
-            s = 1
-        elif isinstance(n, (Concat, Alt)):
-            s = 1
-            for item in n.items:
-                s += size(item)
-                if limit is not None and s > limit:
-                    break
-        elif isinstance(n, Graph):
-            s = n.num_states
-            for _, _, label in n.edges:
-                if label is not None:
-                    s += size(label)
-                if limit is not None and s > limit:
-                    break
-        elif isinstance(n, Repeat):
-            copies = n.max if n.max is not None else max(n.min, 1)
-            s = 1 + size(n.item) * max(copies, 1)
-        elif isinstance(n, Members):  # states are built when reached: count the parts once
-            s = 1 + sum(size(kid) for kid in n.children())
-        elif isinstance(n, Stepper):
-            s = n.size()
-        elif isinstance(n, Ref):
-            # A rule's body is shared by all its uses (the NFA enters it with each use's
-            # continuation, it does not copy it): count the body once, each use as 1.
-            memo[key] = 1
-            return 1 + size(n.target)
-        else:
-            raise TypeError(f"not an IR node: {n!r}")
-        memo[key] = s
-        return s
 
-    return size(node)
+def _own_positions(n: Node) -> int:
+    if isinstance(n, Bytes) and not is_lexeme(n):
+        return len(n.data)
+    if isinstance(n, Graph) and not is_lexeme(n):
+        return n.num_states
+    if isinstance(n, Stepper):
+        return n.size()
+    return 1
+
+
+def _expanded_children(n: Node) -> list[tuple[Node, int]]:
+    """(child, copies of it per copy of n) as `expanded_size` counts them: nothing
+    below a lexeme, a Stepper or a Ref (whose target is a root of its own)."""
+    if is_lexeme(n) or isinstance(n, (Bytes, ByteSet, Stepper, Ref)):
+        return []
+    if isinstance(n, (Concat, Alt)):
+        return [(item, 1) for item in n.items]
+    if isinstance(n, Graph):
+        return [(label, 1) for _, _, label in n.edges if label is not None]
+    if isinstance(n, Repeat):
+        return [(n.item, max(n.max if n.max is not None else max(n.min, 1), 1))]
+    if isinstance(n, Members):  # states are built when reached: count the parts once
+        return [(kid, 1) for kid in n.children()]
+    raise TypeError(f"not an IR node: {n!r}")
+
+
+def _parents_first(node: Node, roots: list[Node]) -> list[Node]:
+    """The nodes reachable from `node`, every parent before its children (children
+    through a Ref do not count: the graph without those edges has no cycle). The
+    targets of the Refs met are appended to `roots`."""
+    post: list[Node] = []
+    done: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:  # iteratively: IR trees nest deep
+        n, expanded = stack.pop()
+        if expanded:
+            post.append(n)
+            continue
+        if id(n) in done:
+            continue
+        done.add(id(n))
+        stack.append((n, True))
+        if isinstance(n, Ref):
+            stack.append((n.target, False))
+            roots.append(n.target)
+        for child, _ in _expanded_children(n):
+            if id(child) not in done:
+                stack.append((child, False))
+    post.reverse()
+    return post
 
 
 def to_python_regex(node: Node) -> bytes:
