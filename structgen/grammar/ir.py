@@ -443,73 +443,69 @@ def expanded_size(node: Node, limit: int | None = None) -> int:
     as one position, as the NFA enters it (one item on the shared lexeme DFA). Stops
     early (returning a value > limit) once `limit` is passed.
     """
+    # Every node reachable, parents before children (a DFS's reversed post-order; the
+    # graph has no cycle once the edges into Ref targets are left out).
+    kids: dict[int, list[Node]] = {}
+    post: list[Node] = []
     roots = [node]
-    order = _parents_first(node, roots)
-    copies: dict[int, int] = {id(n): 0 for n in order}
+    stack: list = [node]
+    while stack:  # iteratively: IR trees nest deep
+        n = stack.pop()
+        if n.__class__ is tuple:  # (node,): all its children are done
+            post.append(n[0])
+            continue
+        if id(n) in kids:
+            continue
+        out = kids[id(n)] = _expanded_children(n)
+        stack.append((n,))
+        if n.__class__ is Ref:
+            roots.append(n.target)
+            stack.append(n.target)
+        stack += out
+    copies = dict.fromkeys(kids, 0)
     for root in roots:
-        copies[id(root)] = max(copies[id(root)], 1)
+        copies[id(root)] = 1
     total = 0
-    for n in order:
+    for n in reversed(post):
         mine = copies[id(n)]
         total += _own_positions(n) * mine
         if limit is not None and total > limit:
             return total
-        for child, factor in _expanded_children(n):
-            if copies[id(child)] < mine * factor:
-                copies[id(child)] = mine * factor
+        if n.__class__ is Repeat:
+            mine *= max(n.max if n.max is not None else max(n.min, 1), 1)
+        for child in kids[id(n)]:
+            if copies[id(child)] < mine:
+                copies[id(child)] = mine
     return total
 
 
 def _own_positions(n: Node) -> int:
-    if isinstance(n, Bytes) and not is_lexeme(n):
+    if n.__class__ is Bytes and not is_lexeme(n):
         return len(n.data)
-    if isinstance(n, Graph) and not is_lexeme(n):
+    if n.__class__ is Graph and not is_lexeme(n):
         return n.num_states
     if isinstance(n, Stepper):
         return n.size()
     return 1
 
 
-def _expanded_children(n: Node) -> list[tuple[Node, int]]:
-    """(child, copies of it per copy of n) as `expanded_size` counts them: nothing
-    below a lexeme, a Stepper or a Ref (whose target is a root of its own)."""
-    if is_lexeme(n) or isinstance(n, (Bytes, ByteSet, Stepper, Ref)):
+def _expanded_children(n: Node) -> list[Node]:
+    """The children `expanded_size` counts: none below a lexeme, a Stepper or a Ref
+    (whose target is a root of its own)."""
+    cls = n.__class__
+    if cls is Concat or cls is Alt:
+        return [] if is_lexeme(n) else list(n.items)
+    if cls is Bytes or cls is ByteSet or cls is Ref or isinstance(n, Stepper):
         return []
-    if isinstance(n, (Concat, Alt)):
-        return [(item, 1) for item in n.items]
-    if isinstance(n, Graph):
-        return [(label, 1) for _, _, label in n.edges if label is not None]
-    if isinstance(n, Repeat):
-        return [(n.item, max(n.max if n.max is not None else max(n.min, 1), 1))]
-    if isinstance(n, Members):  # states are built when reached: count the parts once
-        return [(kid, 1) for kid in n.children()]
+    if is_lexeme(n):
+        return []
+    if cls is Repeat:
+        return [n.item]
+    if cls is Graph:
+        return [label for _, _, label in n.edges if label is not None]
+    if cls is Members:  # states are built when reached: count the parts once
+        return n.children()
     raise TypeError(f"not an IR node: {n!r}")
-
-
-def _parents_first(node: Node, roots: list[Node]) -> list[Node]:
-    """The nodes reachable from `node`, every parent before its children (children
-    through a Ref do not count: the graph without those edges has no cycle). The
-    targets of the Refs met are appended to `roots`."""
-    post: list[Node] = []
-    done: set[int] = set()
-    stack: list[tuple[Node, bool]] = [(node, False)]
-    while stack:  # iteratively: IR trees nest deep
-        n, expanded = stack.pop()
-        if expanded:
-            post.append(n)
-            continue
-        if id(n) in done:
-            continue
-        done.add(id(n))
-        stack.append((n, True))
-        if isinstance(n, Ref):
-            stack.append((n.target, False))
-            roots.append(n.target)
-        for child, _ in _expanded_children(n):
-            if id(child) not in done:
-                stack.append((child, False))
-    post.reverse()
-    return post
 
 
 def to_python_regex(node: Node) -> bytes:
