@@ -1093,8 +1093,9 @@ def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_s
 
 
 @numba.njit(cache=True)
-def _free_entry(bitsets, s0, s1, s2, s3, s4, s5, s6, s7, sid):
-    """The free bytes of state `sid` (4 x u64): the union of its markers' byte sets."""
+def _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid):
+    """The free bytes of state `sid` (4 x u64): the union of its markers' byte sets;
+    and whether any of them is not one of the state's loops."""
     st = (s0, s1, s2, s3, s4, s5, s6, s7)
     free = np.zeros(4, dtype=np.uint64)
     for it in _set_items(st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET][sid]):
@@ -1102,7 +1103,10 @@ def _free_entry(bitsets, s0, s1, s2, s3, s4, s5, s6, s7, sid):
         if leaf < 0:
             for w in range(4):
                 free[w] |= bitsets[-1 - leaf, w]
-    return free
+    beyond_loops = False
+    for w in range(4):
+        beyond_loops = beyond_loops or (free[w] & ~loops[sid, w]) != 0
+    return free, beyond_loops
 
 
 @numba.njit(cache=True)
@@ -1199,8 +1203,8 @@ class FlatDFA(TableDFA):
             free = None
             if self.flat.has_free:
                 with self._lock:
-                    free = _free_entry(self.flat.arrays[6], *self._store, sid)
-                if not (free & ~self.loops[sid]).any():
+                    free, beyond_loops = _free_entry(self.flat.arrays[6], self.loops, *self._store, sid)
+                if not beyond_loops:
                     free = None  # no more than its loops: the LoopSlice path covers it
             self._free[sid] = free
         return free
