@@ -776,14 +776,21 @@ def test_recursive_ref_compiles_to_recursive_rules():
 
 def test_recursive_ref_refusals():
     node = {"type": "object", "properties": {"next": {"$ref": "#"}}}
-    # indent / flexible whitespace depends on the depth: one copy per level cannot close the loop
+    # indent's whitespace depends on the depth: one copy per level cannot close the loop
     e = raises(UnsupportedKeywordError, node, keyword="$ref", indent=2)
     assert "recursive" in str(e) and "compact" in str(e)
-    e = raises(UnsupportedKeywordError, node, keyword="$ref", whitespace="flexible")
-    assert "max_whitespace" in str(e)
     # flexible with a fixed bound per run is depth-free: recursion compiles
     check(node, accepted=[T('{"next" : {\n  "next":{ } } }')], rejected=[T('{"next": {"next": 1}}')],
           whitespace="flexible", max_whitespace=3)
+    # and so is its default bound past FLEXIBLE_LEVELS, where the loop closes: indent=4
+    # output to that depth, indent=2 deeper, and the bound still holds at every depth
+    nested = [{}]
+    for _ in range(25):
+        nested.append({"next": nested[-1]})
+    check(node, accepted=[nested[25], T(json.dumps(nested[20], indent=2)), T(json.dumps(nested[10], indent=4))],
+          rejected=[{"next": {"next": []}}, T(json.dumps(nested[21], indent=2)), T('{"next": {' + " " * 11 + '}}'),
+                    T(json.dumps(nested[25]).replace("{}", "{" + " " * 43 + "}"))],
+          whitespace="flexible")
     # a $ref cycle that never reaches a property or item defines nothing
     e = raises(SchemaError, {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})
     assert "cycle" in str(e)

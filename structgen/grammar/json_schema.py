@@ -12,8 +12,9 @@ Whitespace styles (`JsonOptions.whitespace`):
   "compact"   exactly `json.dumps(x, separators=(",", ":"))`
   "indent"    exactly `json.dumps(x, indent=N)` (also chosen by `indent=N`)
   "flexible"  any JSON whitespace between tokens, at most `max_whitespace` characters per
-              run (default depends on the depth: 2 + 4 * level, which covers indent=2
-              and indent=4 output at any depth, and "\\r\\n" line ends)
+              run (default depends on the depth: 2 + 4 * level up to level
+              FLEXIBLE_LEVELS = 10, then 42 -- indent=4 output to depth 10, indent=2 to
+              20, "\\r\\n" line ends included)
 No style allows whitespace before or after the top-level value. String bodies accept
 every valid JSON spelling of their characters (raw UTF-8, short escapes, \\uXXXX,
 surrogate pairs); literal keys and enum/const values accept the spellings of
@@ -27,14 +28,14 @@ Documented choices (where we accept a subset of the valid texts):
     `patternProperties`) come after all declared ones. `property_order="any"` lifts
     this: members in any order, each declared one at most once (`ir.Members`).
   * "Any JSON value" (`{}`, `true`, absent `items`/`additionalProperties`) nests without
-    bound in the "default" and "compact" styles (a recursive rule); in "indent" and
-    "flexible", whose whitespace depends on the depth, it is bounded to `max_any_depth`
-    levels (3 unless set; setting it bounds every style); deeper values are rejected.
+    bound (a recursive rule; in "flexible" one copy per level up to FLEXIBLE_LEVELS,
+    where its whitespace bound stops growing) except in "indent", whose whitespace
+    depends on the depth: there it is bounded to `max_any_depth` levels (3 unless set;
+    setting it bounds every style); deeper values are rejected.
   * Recursive `$ref` (a schema that contains itself through properties or items:
-    trees, linked lists, comment threads) compiles to recursive rules in the "default"
-    and "compact" styles, and in "flexible" with a fixed `max_whitespace`; "indent" and
-    depth-bounded "flexible" refuse it (their whitespace would need one copy of the
-    schema per depth). A `$ref` cycle that never descends into a
+    trees, linked lists, comment threads) compiles to recursive rules in every style
+    but "indent", which refuses it (its indentation would need one copy of the schema
+    per depth); "flexible" writes one copy per level up to FLEXIBLE_LEVELS. A `$ref` cycle that never descends into a
     property or item defines no value and is refused.
   * `const`/`enum` objects are written with their keys in the order given in the schema
     (in any order with `property_order="any"`).
@@ -87,6 +88,7 @@ import functools
 import json
 import math
 import re
+import threading
 import time
 from dataclasses import asdict, dataclass
 from fractions import Fraction
@@ -117,9 +119,9 @@ class JsonOptions:
         object had `additionalProperties: false`, whatever it says).
     lenient: ignore keywords that cannot be enforced instead of refusing them. THIS MAY
         UNDER-CONSTRAIN: the grammar may accept texts the schema rejects.
-    max_any_depth: nesting bound of "any JSON value" (None: unbounded in the default and
-        compact styles, 3 in indent and flexible).
-    max_whitespace: bound per whitespace run in "flexible" (None: 2 + 4 * level).
+    max_any_depth: nesting bound of "any JSON value" (None: unbounded, but 3 in indent).
+    max_whitespace: bound per whitespace run in "flexible" (None: 2 + 4 * level up to
+        level FLEXIBLE_LEVELS).
     max_states: budget for `ir.expanded_size` of the result (GrammarTooLargeError).
     timeout_s: compile-time budget (GrammarTooLargeError).
     unknown_keywords: what to do with keywords no JSON Schema draft defines. "typos"
@@ -303,6 +305,10 @@ def _is_number(v: Any) -> bool:
 # ---------------------------------------------------------------- whitespace styles
 
 _WS_BYTES = ((0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20))
+# "flexible" bounds a whitespace run by 2 + 4 * level up to this level, then by 42: from
+# there the grammar no longer depends on the depth, so a recursive schema, or any value,
+# closes its loop there instead of being refused or cut at a depth.
+FLEXIBLE_LEVELS = 10
 
 
 class _Style:
@@ -316,8 +322,17 @@ class _Style:
         self.depth_dependent = self.mode == "indent" or (self.mode == "flexible" and self.max_ws is None)
         self._ws_cache: dict[int, ir.Node] = {}
 
+    def depth_key(self, depth: int) -> int:
+        """What of the depth a value's IR depends on: the depth itself for "indent",
+        the level up to FLEXIBLE_LEVELS for "flexible" with its default bound, else 0."""
+        if self.mode == "indent":
+            return depth
+        if self.depth_dependent:
+            return min(depth, FLEXIBLE_LEVELS)
+        return 0
+
     def ws(self, level: int) -> ir.Node:
-        k = self.max_ws if self.max_ws is not None else 2 + 4 * level
+        k = self.max_ws if self.max_ws is not None else 2 + 4 * min(level, FLEXIBLE_LEVELS)
         node = self._ws_cache.get(k)
         if node is None:
             node = self._ws_cache[k] = ir.rep(ir.byteset(_WS_BYTES), 0, k)
@@ -1253,6 +1268,13 @@ class _Resolver:
 # ---------------------------------------------------------------- the compiler
 
 
+# Any-value IRs by (style, depth key, levels); see _Compiler.any_value. Bounded for a
+# server that meets ever new indent widths or whitespace bounds.
+_ANY_VALUES: dict = {}
+_ANY_VALUES_LOCK = threading.RLock()
+_MAX_ANY_VALUES = 4096
+
+
 class _Compiler:
     def __init__(self, schema: Any, options: JsonOptions, deadline: float | None = None, resolver=None):
         self.o = options
@@ -1263,7 +1285,6 @@ class _Compiler:
         self.cache: dict = {}
         self.in_progress: dict = {}  # value key -> Ref once the value is met again (recursion)
         self.keep: list = []
-        self.any_cache: dict = {}
         self.body_cache: dict = {}
         self.pattern_nfas: dict = {}
         self.depth = 0
@@ -1316,7 +1337,7 @@ class _Compiler:
 
         A value met again while it is being compiled is a recursive schema: the inner
         use becomes an `ir.Ref` whose target is set once the outer one is built."""
-        key = (tuple(id(it[0]) for it in items), depth if self.style.depth_dependent else 0)
+        key = (tuple(id(it[0]) for it in items), self.style.depth_key(depth))
         got = self.cache.get(key)
         if got is not None:
             return got
@@ -1334,9 +1355,8 @@ class _Compiler:
                 "$ref",
                 ptr,
                 "schema nesting too deep: a recursive schema needs whitespace 'default', "
-                "'compact', or 'flexible' with max_whitespace set (indentation, and flexible "
-                "whitespace bounded per level, depend on the depth)"
-                if self.style.depth_dependent
+                "'compact' or 'flexible' (the indentation of 'indent' depends on the depth)"
+                if self.style.mode == "indent"
                 else "schema nesting too deep",
             )
         self.in_progress[key] = None
@@ -2252,24 +2272,39 @@ class _Compiler:
     @property
     def any_depth(self) -> int | None:
         """Nesting bound of "any value": None (recursive, unbounded) where the style allows."""
-        if self.o.max_any_depth is None and self.style.depth_dependent:
+        if self.o.max_any_depth is None and self.style.mode == "indent":
             return 3
         return self.o.max_any_depth
 
     def any_value(self, depth: int, levels: int | None) -> ir.Node:
         """Any JSON value: `levels` more levels of nesting, or None for a recursive rule
-        (one rule serves every depth; only for depth-free styles)."""
-        key = (depth if self.style.depth_dependent else 0, levels)
-        got = self.any_cache.get(key)
+        (one rule serves every depth from where the style stops depending on it).
+
+        Schema-independent, so built once per process (`_ANY_VALUES`): the same objects
+        in every grammar are also flattened once (`automata.flat.SHARED`)."""
+        st = self.style
+        key = (st.mode, st.indent, st.max_ws, st.depth_key(depth), levels)
+        got = _ANY_VALUES.get(key)
         if got is not None:
             return got
+        with _ANY_VALUES_LOCK:  # one builder at a time; a value enters the table complete
+            got = _ANY_VALUES.get(key)
+            if got is None:
+                if len(_ANY_VALUES) >= _MAX_ANY_VALUES:
+                    _ANY_VALUES.clear()
+                got = self._build_any_value(key, depth, levels)
+            return got
+
+    def _build_any_value(self, key: tuple, depth: int, levels: int | None) -> ir.Node:
         st = self.style
         string = self.any_string()
         parts = [ir.lit("null"), ir.lit("true"), ir.lit("false"), _numbers().number_ir(None, None, None, None), string]
         parts += [st.empty(depth, "[", "]"), st.empty(depth, "{", "}")]
         ref = None
-        if levels is None:
-            inner = ref = self.any_cache[key] = ir.Ref("any JSON value")
+        if levels is None and st.depth_key(depth + 1) == key[3]:
+            inner = ref = ir.Ref("any JSON value")  # nesting deeper is this same rule
+        elif levels is None:
+            inner = self.any_value(depth + 1, None)
         elif levels > 0:
             inner = self.any_value(depth + 1, levels - 1)
         if levels is None or levels > 0:
@@ -2279,7 +2314,7 @@ class _Compiler:
         if ref is not None:
             ref.target = node
             node = ref
-        self.any_cache[key] = node
+        _ANY_VALUES[key] = node
         return node
 
     def nonempty_list(self, depth: int, elem: ir.Node, opener: str, closer: str) -> ir.Node:
