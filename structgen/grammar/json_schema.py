@@ -35,8 +35,8 @@ Documented choices (where we accept a subset of the valid texts):
   * Recursive `$ref` (a schema that contains itself through properties or items:
     trees, linked lists, comment threads) compiles to recursive rules in every style
     but "indent", which refuses it (its indentation would need one copy of the schema
-    per depth); "flexible" writes one copy per level up to FLEXIBLE_LEVELS. A `$ref` cycle that never descends into a
-    property or item defines no value and is refused.
+    per depth); "flexible" writes one copy per level up to FLEXIBLE_LEVELS. A `$ref`
+    cycle that never descends into a property or item defines no value and is refused.
   * `const`/`enum` objects are written with their keys in the order given in the schema
     (in any order with `property_order="any"`).
   * Numbers: `type: integer` accepts integer spellings only (not "1.0"); numbers with an
