@@ -162,6 +162,35 @@ def test_flat_free_bytes_of_a_key_and_its_masks(smollm2_vocab, smollm2_tokenizer
     assert_masks_match_oracle(grammar, visited, smollm2_vocab)
 
 
+def test_flat_walk_steps_through_unbuilt_rows(smollm2_vocab):
+    """`FlatDFA.walk` follows bytes through states whose rows are not built (the path
+    of a token allowed unwalked) without building them, and ends where a walk over
+    built rows ends: the same item set, DEAD alike, accepting alike."""
+    from structgen.grammar.string_except import StringExcept
+
+    key = ir.seq(ir.lit('{"'), StringExcept(["name", "nick"]), ir.lit('": '), ir.rep(ir.byte_range(0x30, 0x39), 1, 3),
+                 ir.lit("}"))
+    schema = structgen.compile_json_schema(SCHEMAS[1], smollm2_vocab).dfa.nfa.root
+    cases = [(key, [b'{"', b'{"nam', b'{"nick', b'{"nick": 7}', b'{"x\\"y": 12}', b'{"ni"', b'{"na": 1234'])]
+    cases.append((schema, [b'{"id": "0', b'{"tags": ["ccc", "a"], "score": -1.25}', b'{"score": 99.3', b'{"tags": ["c"]']))
+    for node, texts in cases:
+        grammars = [CompiledGrammar("test", "", FlatDFA(LazyNFA(node)), smollm2_vocab) for _ in range(2)]
+        stepped, built = grammars[0].dfa, grammars[1].dfa
+        for text in texts:
+            rows = int(stepped.expanded.sum())
+            end = stepped.walk(stepped.start, text)
+            assert int(stepped.expanded.sum()) == rows, text  # no row built on the way
+            state = built.start
+            for byte in text:
+                built.expand(state)
+                state = int(built.table[state, byte])
+                if state < 0:
+                    break
+            assert (end < 0) == (state < 0), text
+            if end >= 0:
+                assert np.array_equal(grammars[0].tokens_of(end).words, grammars[1].tokens_of(state).words), text
+
+
 def test_flat_nodes_shared_between_grammars_are_flattened_once(monkeypatch, smollm2_vocab):
     """The second grammar holding the same node objects (a JSON string's characters)
     moves them into the shared block; a third grammar starts from it and flattens only

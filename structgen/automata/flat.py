@@ -907,6 +907,22 @@ def _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accep
     return sid
 
 
+@numba.njit(cache=True, inline="always")
+def _item_target(g, st, it, max_items, max_nesting):
+    """The set item `it` reaches once it has read its byte (memoized in its row)."""
+    item_rows = st[S_ITEMS]
+    target = item_rows[it, ITEM_TARGET]
+    if target < 0:
+        leaf, offset, cont = item_rows[it, 0], item_rows[it, 1], item_rows[it, 2]
+        if g[0][leaf] == K_BYTES and offset + 1 < g[2][leaf]:
+            item = _item(st[S_META], st[S_HASH], item_rows, leaf, offset + 1, cont)
+            target = _single(st[S_META], st[S_HASH], st[S_SET_START], st[S_SET_ITEMS], item)
+        else:
+            target = _resumed(g, st, st[S_FRAMES], cont, max_items, max_nesting)
+        item_rows[it, ITEM_TARGET] = target
+    return target
+
+
 @numba.njit(cache=True)
 def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting):
     """Build the table row of state `sid`: per byte, the union of what its items reach.
@@ -914,7 +930,7 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
     same continuation), so a byte's targets are a bitmask over a few groups, and bytes
     with the same mask share one union. Writes nothing to the table until the row is
     complete, so a call that stops to have the store grown can be run again."""
-    kind, a, b, data, bitsets = g[0], g[1], g[2], g[5], g[6]
+    kind, a, data, bitsets = g[0], g[1], g[5], g[6]
     meta, item_rows, set_start, set_pool, state_set, state_next, slots = (
         st[S_META], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET], st[S_STATE_NEXT], st[S_HASH])
     items = _set_items(set_start, set_pool, state_set[sid]).copy()
@@ -926,16 +942,10 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
     for it in items:
         if it == ACCEPT:
             continue
-        leaf, offset, cont = item_rows[it, 0], item_rows[it, 1], item_rows[it, 2]
+        leaf, offset = item_rows[it, 0], item_rows[it, 1]
         if leaf < 0:
             continue  # a free-bytes marker reads nothing
-        target = item_rows[it, ITEM_TARGET]
-        if target < 0:
-            if kind[leaf] == K_BYTES and offset + 1 < b[leaf]:
-                target = _single(meta, slots, set_start, set_pool, _item(meta, slots, item_rows, leaf, offset + 1, cont))
-            else:
-                target = _resumed(g, st, st[S_FRAMES], cont, max_items, max_nesting)
-            item_rows[it, ITEM_TARGET] = target
+        target = _item_target(g, st, it, max_items, max_nesting)
         if set_start[target + 1] == set_start[target]:
             continue  # leads nowhere
         group = 0
@@ -1043,6 +1053,64 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
     expanded[sid] = True
 
 
+@numba.njit(cache=True)
+def _step(g, st, accepting, sid, byte, max_items, max_nesting):
+    """The state one byte leads to from `sid` (DEAD if none), without building `sid`'s
+    row: the union of the targets of the items that read that byte -- the state the row
+    would hold there. A token allowed unwalked (`TableDFA.free_bytes`) is followed this
+    way: a state in the middle of it seldom needs its mask, so its row (one union per
+    byte group; the rows inside a free key are the costliest) need not be built."""
+    kind, a, data, bitsets = g[0], g[1], g[5], g[6]
+    meta, item_rows, set_start, set_pool, state_set, state_next, slots = (
+        st[S_META], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET], st[S_STATE_NEXT], st[S_HASH])
+    items = _set_items(set_start, set_pool, state_set[sid]).copy()
+    targets = np.empty(items.size, dtype=np.int64)
+    first_item = -1  # an item of the first target
+    n = total = 0
+    for it in items:
+        if it == ACCEPT:
+            continue
+        leaf, offset = item_rows[it, 0], item_rows[it, 1]
+        if leaf < 0:
+            continue  # a free-bytes marker reads nothing
+        if kind[leaf] == K_BYTES:
+            if data[a[leaf] + offset] != byte:
+                continue
+        elif not (bitsets[a[leaf], byte >> 6] >> np.uint64(byte & 63)) & np.uint64(1):
+            continue
+        target = _item_target(g, st, it, max_items, max_nesting)
+        size = set_start[target + 1] - set_start[target]
+        if size == 0:
+            continue  # leads nowhere
+        known = False
+        for k in range(n):
+            known = known or targets[k] == target
+        if not known:
+            if n == 0:
+                first_item = it
+            targets[n] = target
+            n += 1
+            total += size
+    if n == 0:
+        return DEAD
+    if n == 1:
+        state = item_rows[first_item, ITEM_TARGET_STATE]
+        if state < 0:
+            state = _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accepting, targets[0])
+            item_rows[first_item, ITEM_TARGET_STATE] = state
+        return state
+    merged = np.empty(total, dtype=np.int64)
+    q = 0
+    for k in range(n):
+        part = _set_items(set_start, set_pool, targets[k])
+        merged[q : q + part.size] = part
+        q += part.size
+    merged = np.unique(merged)
+    if merged.size > max_items:
+        raise ValueError("too ambiguous")
+    return _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, merged)
+
+
 # Entry points called from Python take each array as its own argument (numba types a
 # tuple argument anew at every call).
 @numba.njit(cache=True)
@@ -1069,14 +1137,15 @@ def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_n
 def _walk_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                 s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting, state, codes, max_items, max_nesting):
     """The state after the bytes `codes` from `state` (DEAD where they leave the
-    language), building the rows on the way: the path of a token allowed unwalked
-    (`TableDFA.free_bytes`) in one call instead of one per row."""
+    language), in one call: through built rows, and by `_step` where a row is not built
+    (the path of a token allowed unwalked, bytes forced ahead)."""
     g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
     st = (s0, s1, s2, s3, s4, s5, s6, s7)
     for byte in codes:
-        if not expanded[state]:
-            _expand(g, st, table, expanded, loops, accepting, state, max_items, max_nesting)
-        state = table[state, byte]
+        if expanded[state]:
+            state = table[state, byte]
+        else:
+            state = _step(g, st, accepting, state, byte, max_items, max_nesting)
         if state < 0:
             return DEAD
     return state
