@@ -525,7 +525,7 @@ def _grown(store: list[np.ndarray], what: int) -> None:
         store[i] = new
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _slot(slots, tag, k1, k2, k3, k4):
     """The slot of a key in the hash table, or of the empty slot where it would go."""
     h = np.uint64(tag + 1) * np.uint64(0x9E3779B97F4A7C15)
@@ -641,7 +641,7 @@ def _set_items(set_start, set_pool, ref):
     return set_pool[set_start[ref] : set_start[ref + 1]]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _push(stack, top, op, x, y, cont, depth):
     """Push a closure work item on a growable array stack: (stack, new top)."""
     if top == stack.shape[0]:
@@ -652,7 +652,7 @@ def _push(stack, top, op, x, y, cont, depth):
     return stack, top + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _first_time(seen, count, op, x, y, cont):
     """Add a work item's key to a local open-addressing set (rows of 4, -2: empty):
     (set, count, whether it was new). Grows the set past half load."""
@@ -671,7 +671,7 @@ def _first_time(seen, count, op, x, y, cont):
     return seen, count + 1, True
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _seen_slot(seen, op, x, y, cont):
     h = (np.uint64(op + 7) * np.uint64(0x9E3779B97F4A7C15)) ^ np.uint64(x)
     h = (h * np.uint64(0xBF58476D1CE4E5B9)) ^ np.uint64(y)

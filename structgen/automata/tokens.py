@@ -276,6 +276,11 @@ def _deny(words, token_ids, lo, hi):
         words[tid >> 5] &= ~(np.uint32(1) << np.uint32(tid & 31))
 
 
+# The same loop inlined into the walk: a call to the declared-signature `_allow` counts
+# a reference up and down on each array it passes, at every allowed trie node.
+_allow_inline = numba.njit(nogil=True, cache=True, inline="always")(_allow.py_func)
+
+
 @numba.njit(nogil=True, cache=True)
 def _doubled(a):
     return np.concatenate((a, np.empty_like(a)))
@@ -318,14 +323,14 @@ def _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start
                     looping = False
                     break
             if looping:  # every token below stays in `state`
-                count += _allow(words, token_ids, token_start[node + 1], token_start[subtree_end[node]])
+                count += _allow_inline(words, token_ids, token_start[node + 1], token_start[subtree_end[node]])
                 continue
         for e in range(edge_start[node], edge_start[node + 1]):
             nxt = table[state, edge_byte[e]]
             if nxt < 0:
                 continue
             child = edge_child[e]
-            count += _allow(words, token_ids, token_start[child], token_start[child + 1])
+            count += _allow_inline(words, token_ids, token_start[child], token_start[child + 1])
             if subtree_end[child] > child + 1:
                 if top == stack_nodes.size:
                     stack_nodes, stack_states = _doubled(stack_nodes), _doubled(stack_states)
