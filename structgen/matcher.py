@@ -199,7 +199,7 @@ class Matcher:
             for byte in grammar._token_bytes[token_id]:
                 state = rows[state, byte]
             state = int(state)
-        else:  # allowed without a walk (tokens.StateTokens.rows_built): build its path
+        else:  # allowed without a walk (tokens.StateTokens.rows_built): follow its path
             with grammar.dfa._lock:
                 state = grammar.dfa.walk(state, grammar._token_bytes[token_id])
         table.next_state[token_id] = state  # one dict store: safe beside other threads

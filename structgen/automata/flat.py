@@ -1254,7 +1254,8 @@ class FlatDFA(TableDFA):
         self.run(_expand_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid))
 
     def walk(self, sid: int, data: bytes) -> int:
-        """See TableDFA.walk: in one compiled call, which builds the rows it meets."""
+        """See TableDFA.walk: in one compiled call, through built rows, and by `_step`
+        where a row is not built (no row is built on the way)."""
         if sid < 0:
             return DEAD
         if not data:

@@ -24,8 +24,8 @@ survives all its bytes. These keep it short:
   * a state that does not loop but reads any string of some bytes without dying (the
     name of an undeclared property at a prefix of the declared names: each letter goes
     on in the names' trie or leaves it for the free rest, `LazyDFA.free_bytes`) allows
-    every token of that set's slice without walking it, and walks only the others; the
-    rows on an allowed token's path are built when it is accepted;
+    every token of that set's slice without walking it, and walks only the others; an
+    allowed token's path is followed when it is accepted (`dfa.walk`);
   * a state whose row differs from another state's on a few bytes only (a prefix of a
     declared key against the free rest of an undeclared one, where the names are not
     all ASCII) copies that state's mask and walks only the subtrees of those first
@@ -351,7 +351,7 @@ class StateTokens:
     num_allowed: int
     next_state: dict[int, int] = field(default_factory=dict, compare=False)
     # False when some allowed tokens were taken whole, unwalked (`LazyDFA.free_bytes`):
-    # the rows on their paths may not be built yet, so a walk must expand as it goes.
+    # the rows on their paths may not be built, so the matcher follows them by `dfa.walk`.
     rows_built: bool = True
 
 
