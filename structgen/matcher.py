@@ -59,11 +59,12 @@ class CompiledGrammar:
 
     @property
     def exhausted(self) -> bool:
-        """Grown close to its state budget, or holding many token tables: a grammar shared
+        """Grown to half its state budget, or holding many token tables: a grammar shared
         for a long time (json_object behind a server, a recursive schema reaching ever new
         nesting) is then rebuilt fresh by the compile cache instead of failing or growing
-        without bound. Matchers already running keep using this one."""
-        return self.dfa.num_states >= 0.9 * self.dfa.max_states or len(self._tables) >= MAX_TOKEN_TABLES
+        without bound. Matchers already running keep using this one, and the half left
+        is theirs: a matcher nested d levels deep may need d new states to close them."""
+        return self.dfa.num_states >= 0.5 * self.dfa.max_states or len(self._tables) >= MAX_TOKEN_TABLES
 
     def matcher(self) -> "Matcher":
         return Matcher(self)
