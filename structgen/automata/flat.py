@@ -923,6 +923,24 @@ def _item_target(g, st, it, max_items, max_nesting):
     return target
 
 
+@numba.njit(cache=True, inline="always")
+def _union_state(meta, slots, set_start, set_pool, state_set, state_next, accepting, refs, max_items):
+    """The state of the union of the pooled sets `refs` (two or more)."""
+    total = 0
+    for ref in refs:
+        total += set_start[ref + 1] - set_start[ref]
+    merged = np.empty(total, dtype=np.int64)
+    q = 0
+    for ref in refs:
+        part = _set_items(set_start, set_pool, ref)
+        merged[q : q + part.size] = part
+        q += part.size
+    merged = np.unique(merged)
+    if merged.size > max_items:
+        raise ValueError("too ambiguous")
+    return _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, merged)
+
+
 @numba.njit(cache=True)
 def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting):
     """Build the table row of state `sid`: per byte, the union of what its items reach.
@@ -1029,19 +1047,8 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
         if known >= 0:
             row[byte] = known
             continue
-        total = 0
-        for k in range(n):
-            total += _set_items(set_start, set_pool, targets[chosen[k]]).size
-        merged = np.empty(total, dtype=np.int64)
-        q = 0
-        for k in range(n):
-            part = _set_items(set_start, set_pool, targets[chosen[k]])
-            merged[q : q + part.size] = part
-            q += part.size
-        merged = np.unique(merged)
-        if merged.size > max_items:
-            raise ValueError("too ambiguous")
-        row[byte] = _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, merged)
+        row[byte] = _union_state(meta, slots, set_start, set_pool, state_set, state_next, accepting, targets[chosen],
+                                 max_items)
         if m <= 64:
             union_masks[n_unions], union_states[n_unions] = mask, row[byte]
             n_unions += 1
@@ -1066,7 +1073,7 @@ def _step(g, st, accepting, sid, byte, max_items, max_nesting):
     items = _set_items(set_start, set_pool, state_set[sid]).copy()
     targets = np.empty(items.size, dtype=np.int64)
     first_item = -1  # an item of the first target
-    n = total = 0
+    n = 0
     for it in items:
         if it == ACCEPT:
             continue
@@ -1079,8 +1086,7 @@ def _step(g, st, accepting, sid, byte, max_items, max_nesting):
         elif not (bitsets[a[leaf], byte >> 6] >> np.uint64(byte & 63)) & np.uint64(1):
             continue
         target = _item_target(g, st, it, max_items, max_nesting)
-        size = set_start[target + 1] - set_start[target]
-        if size == 0:
+        if set_start[target + 1] == set_start[target]:
             continue  # leads nowhere
         known = False
         for k in range(n):
@@ -1090,7 +1096,6 @@ def _step(g, st, accepting, sid, byte, max_items, max_nesting):
                 first_item = it
             targets[n] = target
             n += 1
-            total += size
     if n == 0:
         return DEAD
     if n == 1:
@@ -1099,16 +1104,7 @@ def _step(g, st, accepting, sid, byte, max_items, max_nesting):
             state = _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accepting, targets[0])
             item_rows[first_item, ITEM_TARGET_STATE] = state
         return state
-    merged = np.empty(total, dtype=np.int64)
-    q = 0
-    for k in range(n):
-        part = _set_items(set_start, set_pool, targets[k])
-        merged[q : q + part.size] = part
-        q += part.size
-    merged = np.unique(merged)
-    if merged.size > max_items:
-        raise ValueError("too ambiguous")
-    return _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, merged)
+    return _union_state(meta, slots, set_start, set_pool, state_set, state_next, accepting, targets[:n], max_items)
 
 
 # Entry points called from Python take each array as its own argument (numba types a
