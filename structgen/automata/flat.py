@@ -924,6 +924,28 @@ def _item_target(g, st, it, max_items, max_nesting):
 
 
 @numba.njit(cache=True, inline="always")
+def _reading_target(g, st, it, byte, max_items, max_nesting):
+    """The set item `it` leads to when it reads `byte` (-1: whatever byte it reads), or
+    -1 where it reads nothing (ACCEPT, a free-bytes marker), not that byte, or leads
+    nowhere: what a row (`_expand`) and a step (`_step`) take from each item."""
+    if it == ACCEPT:
+        return -1
+    leaf, offset = st[S_ITEMS][it, 0], st[S_ITEMS][it, 1]
+    if leaf < 0:
+        return -1  # a free-bytes marker reads nothing
+    if byte >= 0:
+        if g[0][leaf] == K_BYTES:
+            if g[5][g[1][leaf] + offset] != byte:
+                return -1
+        elif not (g[6][g[1][leaf], byte >> 6] >> np.uint64(byte & 63)) & np.uint64(1):
+            return -1
+    target = _item_target(g, st, it, max_items, max_nesting)
+    if st[S_SET_START][target + 1] == st[S_SET_START][target]:
+        return -1  # leads nowhere
+    return target
+
+
+@numba.njit(cache=True, inline="always")
 def _union_state(meta, slots, set_start, set_pool, state_set, state_next, accepting, refs, max_items):
     """The state of the union of the pooled sets `refs` (two or more)."""
     total = 0
@@ -958,14 +980,10 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
     bits = np.zeros((items.size, 4), dtype=np.uint64)
     m = 0
     for it in items:
-        if it == ACCEPT:
+        target = _reading_target(g, st, it, -1, max_items, max_nesting)
+        if target < 0:
             continue
         leaf, offset = item_rows[it, 0], item_rows[it, 1]
-        if leaf < 0:
-            continue  # a free-bytes marker reads nothing
-        target = _item_target(g, st, it, max_items, max_nesting)
-        if set_start[target + 1] == set_start[target]:
-            continue  # leads nowhere
         group = 0
         while group < m and targets[group] != target:
             group += 1
@@ -1067,7 +1085,6 @@ def _step(g, st, accepting, sid, byte, max_items, max_nesting):
     would hold there. A token allowed unwalked (`TableDFA.free_bytes`) is followed this
     way: a state in the middle of it seldom needs its mask, so its row (one union per
     byte group; the rows inside a free key are the costliest) need not be built."""
-    kind, a, data, bitsets = g[0], g[1], g[5], g[6]
     meta, item_rows, set_start, set_pool, state_set, state_next, slots = (
         st[S_META], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET], st[S_STATE_NEXT], st[S_HASH])
     items = _set_items(set_start, set_pool, state_set[sid]).copy()
@@ -1075,19 +1092,9 @@ def _step(g, st, accepting, sid, byte, max_items, max_nesting):
     first_item = -1  # an item of the first target
     n = 0
     for it in items:
-        if it == ACCEPT:
+        target = _reading_target(g, st, it, byte, max_items, max_nesting)
+        if target < 0:
             continue
-        leaf, offset = item_rows[it, 0], item_rows[it, 1]
-        if leaf < 0:
-            continue  # a free-bytes marker reads nothing
-        if kind[leaf] == K_BYTES:
-            if data[a[leaf] + offset] != byte:
-                continue
-        elif not (bitsets[a[leaf], byte >> 6] >> np.uint64(byte & 63)) & np.uint64(1):
-            continue
-        target = _item_target(g, st, it, max_items, max_nesting)
-        if set_start[target + 1] == set_start[target]:
-            continue  # leads nowhere
         known = False
         for k in range(n):
             known = known or targets[k] == target
