@@ -29,10 +29,15 @@ from structgen.matcher import CompiledGrammar
 DEFAULT_MAX_STATES = 50_000_000  # IR positions a grammar may expand to (built lazily)
 DEFAULT_MAX_DFA_STATES = 200_000  # DFA states a grammar may grow to while decoding
 DEFAULT_TIMEOUT_S = 10.0
-# Time a JSON Schema compile may spend computing, ahead of decoding, the token tables of
-# the states an example output passes through (`_warm_json`). Off by default: it moves
-# first-visit time from decoding into the compile, one for one (see README, MaskBench).
-DEFAULT_WARM_S = 0.0
+# Time a JSON Schema compile spends computing, ahead of decoding, the token tables of the
+# states an example output passes through (`_warm_json`), unless the caller says
+# (`warm_s`): 1.5 times what the compile itself took, at least WARM_MIN_S and at most
+# WARM_MAX_S. It moves first-visit time from decoding steps into the compile (see README,
+# MaskBench); proportional to the compile, it at most 2.5-folds a schema's time to its
+# first mask beyond the floor, and the floor covers most of a small schema's example.
+WARM_PER_COMPILE = 1.5
+WARM_MIN_S = 0.002
+WARM_MAX_S = 0.1
 CACHE_SIZE = 256
 
 _cache: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
@@ -151,17 +156,25 @@ def _json_boundaries(example: bytes) -> list[int]:
     return out
 
 
-def _warm_json(grammar: CompiledGrammar, budget_s: float) -> None:
+def _warm_json(grammar: CompiledGrammar, budget_s: float | None) -> None:
     """Compute ahead the token tables of the states an example document (every optional
-    property written once, `automata.example`) reaches at its boundaries, for about
-    `budget_s` (checked between states). TBM's tail is these first visits; here they
-    are paid once per schema, when it is compiled, instead of in a decoding step. Once
-    per grammar: a cached grammar that was warmed is not warmed again."""
+    property written once, `automata.example`) reaches, for about `budget_s` (checked
+    between states; None: the automatic budget, see WARM_PER_COMPILE): first at its
+    boundaries (the start of each key and value, the costliest first visits), then at
+    every other byte (inside names, numbers and counted strings, where tokens end too).
+    TBM's tail is these first visits; here they are paid once per schema, when it is
+    compiled, instead of in a decoding step. Once per grammar: a cached grammar that was
+    warmed is not warmed again."""
     if "warm_s" in grammar.stats:
         return
+    if budget_s is None:
+        budget_s = min(WARM_MAX_S, max(WARM_MIN_S, WARM_PER_COMPILE * grammar.stats.get("compile_s", 0.0)))
     t0 = time.perf_counter()
     example = grammar.example()
     warmed = grammar.warm(example, _json_boundaries(example), budget_s)
+    left = budget_s - (time.perf_counter() - t0)
+    if left > 0:
+        warmed += grammar.warm(example, range(len(example) + 1), left)
     grammar.stats.update(warm_s=time.perf_counter() - t0, warmed_states=warmed)
 
 
@@ -176,7 +189,7 @@ def compile_json_schema(
     max_states: int = DEFAULT_MAX_STATES,
     max_dfa_states: int = DEFAULT_MAX_DFA_STATES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    warm_s: float = DEFAULT_WARM_S,
+    warm_s: float | None = None,
     **json_options: Any,
 ) -> CompiledGrammar:
     """Compile a JSON Schema (dict, bool, or JSON text) to a token-level grammar.
@@ -186,9 +199,10 @@ def compile_json_schema(
     strict: OpenAI strict mode (no undeclared properties). lenient: ignore unsupported
     keywords instead of refusing them -- this MAY UNDER-CONSTRAIN the output.
     warm_s: time the compile may spend computing the masks of the states an example
-    document passes through (the start of each key and value), so that decoding does
-    not stop for them; 0 leaves every mask to its first use. Not part of the cache key:
-    a cached grammar not warmed yet is warmed by the first call that asks.
+    document passes through (the start of each key and value first, then every byte),
+    so that decoding does not stop for them; None (the default): 1.5 times the compile's
+    own time, within 2-100 ms; 0 leaves every mask to its first use. Not part of the cache
+    key: a cached grammar not warmed yet is warmed by the first call that asks.
     """
     from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
 
@@ -197,8 +211,8 @@ def compile_json_schema(
             schema = json.loads(schema)
         except json.JSONDecodeError as e:
             raise SchemaError(f"schema is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})")
-    if isinstance(warm_s, bool) or not isinstance(warm_s, (int, float)) or not warm_s >= 0:
-        raise StructgenError(f"warm_s must be a number of seconds >= 0, got {warm_s!r}")
+    if warm_s is not None and (isinstance(warm_s, bool) or not isinstance(warm_s, (int, float)) or not warm_s >= 0):
+        raise StructgenError(f"warm_s must be a number of seconds >= 0 or None, got {warm_s!r}")
     if indent is not None:
         whitespace = "indent"
     options = JsonOptions(
@@ -214,7 +228,7 @@ def compile_json_schema(
         key,
         lambda: _build("json_schema", source, make_ir, vocab, max_states, max_dfa_states, timeout_s),
     )
-    if warm_s > 0:
+    if warm_s is None or warm_s > 0:
         _warm_json(grammar, warm_s)
     return grammar
 

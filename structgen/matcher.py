@@ -22,9 +22,13 @@ from structgen.automata.tokens import (
     state_tokens,
     token_trie,
 )
+from structgen.errors import GrammarTooLargeError
 
 _TERMINATED = -3  # pushed on the state stack when EOS is accepted
 MAX_TOKEN_TABLES = 20_000  # cached masks per grammar before the compile cache rebuilds it
+# Warming stops at this share of a grammar's state and table budgets: what it computes
+# ahead must never bring a fresh grammar near being `exhausted`.
+WARM_BUDGET_SHARE = 0.25
 NEAR_DEPTH = 2  # a first visit computes at most this many near states' tables first
 
 
@@ -96,22 +100,27 @@ class CompiledGrammar:
     def warm(self, data: bytes, offsets: Iterable[int], budget_s: float) -> int:
         """Compute now the token tables of the states after `data[:i]` for each i in
         `offsets` (those outside the data are ignored), in order, stopping where `data`
-        leaves the language or when `budget_s` is spent (checked between states);
+        leaves the language, when `budget_s` is spent (checked between states) or when
+        the grammar has grown to WARM_BUDGET_SHARE of its state or table budget;
         returns how many tables were computed. `data` is an
         example output (see `automata.example`): its states are the ones every output
         passes through, whose first visit would otherwise stall a decoding step."""
         deadline = time.perf_counter() + budget_s
-        state, done, warmed = self.dfa.start, 0, 0
+        with self.dfa._lock:
+            path = self.dfa.path(self.dfa.start, data).tolist()
+        warmed = 0
         for offset in sorted({o for o in offsets if 0 <= o <= len(data)}):
-            if time.perf_counter() > deadline:
+            if (time.perf_counter() > deadline or self.dfa.num_states >= WARM_BUDGET_SHARE * self.dfa.max_states
+                    or len(self._tables) >= WARM_BUDGET_SHARE * MAX_TOKEN_TABLES):
                 break
-            with self.dfa._lock:
-                state = self.dfa.walk(state, data[done:offset])
-            done = offset
+            state = path[offset]
             if state < 0:
                 break
             if state not in self._tables:
-                self.tokens_of(state)
+                try:
+                    self.tokens_of(state)
+                except GrammarTooLargeError:
+                    break  # a budget met ahead: decoding meets it only if it comes here
                 warmed += 1
         return warmed
 

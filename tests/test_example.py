@@ -148,7 +148,7 @@ def test_warm_stops_at_its_budget_and_where_the_data_leaves_the_language(smollm2
 def test_a_cached_grammar_is_warmed_by_the_first_call_that_asks(smollm2_vocab):
     schema = {"type": "object", "properties": {"when": {"type": "string", "format": "date"}, "n": {"type": "number"}}}
     structgen.clear_cache()
-    first = structgen.compile_json_schema(schema, smollm2_vocab)
+    first = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
     assert "warm_s" not in first.stats and not first._tables
     again = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=5.0)
     assert again is first and first.stats["warmed_states"] >= 3
@@ -158,7 +158,7 @@ def test_a_cached_grammar_is_warmed_by_the_first_call_that_asks(smollm2_vocab):
     structgen.clear_cache()
 
 
-@pytest.mark.parametrize("bad", [-1, float("nan"), "0.5", True, None])
+@pytest.mark.parametrize("bad", [-1, float("nan"), "0.5", True, [0.1]])
 def test_a_bad_warm_budget_is_a_clear_error(bad, smollm2_vocab):
     with pytest.raises(StructgenError, match="warm_s must be a number of seconds"):
         structgen.compile_json_schema({"type": "integer"}, smollm2_vocab, warm_s=bad)
@@ -170,3 +170,34 @@ def test_warm_ignores_offsets_outside_the_data(smollm2_vocab):
     grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
     structgen.clear_cache()
     assert grammar.warm(b'{"a": "x"}', [-3, 2, 99], budget_s=5.0) == 1
+
+
+def test_by_default_a_compile_warms_along_its_example_inside_names_too(smollm2_vocab):
+    """The default budget (1.5 times the compile's time, 2 ms at least) warms the example's
+    boundaries, then its other bytes: the state inside a property name, where a token
+    such as `{"tit` ends, has its mask before any decoding."""
+    schema = {"type": "object", "properties": {"title": {"type": "string"}, "n": {"type": "integer"}},
+              "required": ["title", "n"], "additionalProperties": False}
+    structgen.clear_cache()
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+    structgen.clear_cache()
+    assert grammar.stats["warmed_states"] >= 3 and grammar.stats["warm_s"] > 0
+    generous = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=5.0)
+    structgen.clear_cache()
+    inside = generous.dfa.walk(generous.dfa.start, b'{"tit')
+    assert inside >= 0 and inside in generous._tables
+
+
+def test_a_map_is_written_with_one_property(smollm2_vocab):
+    """An object of undeclared properties only (additionalProperties, patternProperties)
+    gets one member in the example, so that its key and value states are warmed."""
+    for schema, key_ok in (
+        ({"type": "object", "additionalProperties": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+         lambda k: True),
+        ({"type": "object", "patternProperties": {"^id_": {"type": "string"}}, "additionalProperties": False},
+         lambda k: k.startswith("id_")),
+    ):
+        grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+        value = json.loads(grammar.example())
+        assert len(value) == 1 and all(key_ok(k) for k in value)
+        jsonschema.validate(value, schema)

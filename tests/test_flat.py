@@ -289,11 +289,12 @@ def test_flat_refuses_states_past_the_item_bound(monkeypatch):
 
 
 def test_flat_token_walk_cache_follows_the_row_builder():
-    """numba caches tokens._walk_building's machine code, flat.py's row builder linked
+    """numba caches tokens._walk_building's (and _plain_tokens') machine code, flat.py's row builder linked
     in, under its own bytecode and closure: the closure holds a stamp of flat.py, so an
     edit of flat.py does not leave the walk building rows with the old code."""
     from structgen.automata import tokens
-    cells = [cell.cell_contents for cell in tokens._walk_building.py_func.__closure__]
-    assert flat.CODE_STAMP in cells
+    for compiled in (tokens._walk_building, tokens._plain_tokens):
+        cells = [cell.cell_contents for cell in compiled.py_func.__closure__]
+        assert flat.CODE_STAMP in cells
     import hashlib
     assert flat.CODE_STAMP == int.from_bytes(hashlib.sha256(open(flat.__file__, "rb").read()).digest()[:7], "big")

@@ -89,6 +89,17 @@ class TableDFA:
             sid = self.step(sid, b)
         return sid
 
+    def path(self, sid: int, data: bytes) -> np.ndarray:
+        """The states after each prefix of `data` from `sid`: path[i] after data[:i]
+        (path[0] is `sid`), DEAD from where the bytes leave the language."""
+        path = np.full(len(data) + 1, DEAD, dtype=np.int64)
+        path[0] = sid
+        for i, b in enumerate(data):
+            if sid < 0:
+                break
+            sid = path[i + 1] = self.step(sid, b)
+        return path
+
     def has_exits(self, sid: int) -> bool:
         cached = self._has_exits.get(sid)
         if cached is None:

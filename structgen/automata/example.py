@@ -84,7 +84,9 @@ class _Writer:
             self.active[id(node)] = times + 1
             self.write(node.target, depth + 1)
             self.active[id(node)] = times
-        else:  # a Stepper (an undeclared key's name): its own automaton, not written here
+        elif isinstance(node, ir.Stepper):  # an undeclared key's name: written by its plain form
+            self.write(node.plain(), depth, plain)
+        else:
             raise _Stop
 
     def _branch(self, alt: ir.Alt, plain: bool) -> ir.Node:
@@ -120,13 +122,22 @@ class _Writer:
         each one an edge with structure in its label (the next property's value, an array
         element), else an edge into a final state, else any labelled edge (a separator),
         else an epsilon edge (skipping what the example writes anyway); failing all, the
-        shortest way out."""
+        shortest way out. At the start only, an edge whose next state goes on with
+        structure comes before the way out: a map (an object of undeclared properties
+        only) is written with one property, not empty."""
         live, adjacency = self.nfa.graph_live(graph)
         state, seen = graph.start, {graph.start}
+
+        def leads_to_structure(dst: int) -> bool:
+            return any(d in live and d not in seen and lab is not None and self.has_structure(lab)
+                       for d, lab in adjacency.get(dst, ()))
+
         while True:
             moves = [(dst, label) for dst, label in adjacency.get(state, ()) if dst in live and dst not in seen]
             choice = (
                 next(((d, lab) for d, lab in moves if lab is not None and self.has_structure(lab)), None)
+                or (next(((d, lab) for d, lab in moves if lab is not None and leads_to_structure(d)), None)
+                    if state == graph.start else None)
                 or next(((d, lab) for d, lab in moves if d in graph.finals), None)
                 or next(((d, lab) for d, lab in moves if lab is not None), None)
                 or next(iter(moves), None)

@@ -1138,19 +1138,24 @@ def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_n
 
 @numba.njit(cache=True)
 def _walk_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
-                s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting, state, codes, max_items, max_nesting):
+                s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting, state, codes, path,
+                max_items, max_nesting):
     """The state after the bytes `codes` from `state` (DEAD where they leave the
     language), in one call: through built rows, and by `_step` where a row is not built
-    (the path of a token allowed unwalked, bytes forced ahead)."""
+    (the path of a token allowed unwalked, bytes forced ahead). Where `path` is as long
+    as `codes`, it gets the state after each byte (DEAD from where they leave)."""
     g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
     st = (s0, s1, s2, s3, s4, s5, s6, s7)
-    for byte in codes:
+    record = path.size == codes.size
+    for i in range(codes.size):
         if expanded[state]:
-            state = table[state, byte]
+            state = table[state, codes[i]]
         else:
-            state = _step(g, st, accepting, state, byte, max_items, max_nesting)
+            state = _step(g, st, accepting, state, codes[i], max_items, max_nesting)
         if state < 0:
             return DEAD
+        if record:
+            path[i] = state
     return state
 
 
@@ -1186,6 +1191,8 @@ def _items_entry(s0, s1, s2, s3, s4, s5, s6, s7, sid):
     st = (s0, s1, s2, s3, s4, s5, s6, s7)
     return _set_items(st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET][sid]).copy()
 
+
+_NO_PATH = np.zeros(0, dtype=np.int64)  # `_walk_entry` records no path
 
 _ERRORS = {
     "too ambiguous": too_ambiguous,
@@ -1265,7 +1272,19 @@ class FlatDFA(TableDFA):
             return sid
         codes = np.frombuffer(bytes(data), dtype=np.uint8)  # bytes or bytearray: one argument type
         with self._lock:
-            return int(self.run(_walk_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid, codes)))
+            return int(self.run(_walk_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid, codes,
+                                                      _NO_PATH)))
+
+    def path(self, sid: int, data: bytes) -> np.ndarray:
+        """See TableDFA.path: in one compiled call, as `walk`."""
+        path = np.full(len(data) + 1, DEAD, dtype=np.int64)
+        path[0] = sid
+        if sid >= 0 and data:
+            codes = np.frombuffer(bytes(data), dtype=np.uint8)
+            with self._lock:
+                self.run(_walk_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid, codes,
+                                               path[1:]))
+        return path
 
     def free_bytes(self, sid: int) -> np.ndarray | None:
         """See TableDFA.free_bytes: from the markers the closures put in the state's set

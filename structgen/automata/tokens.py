@@ -32,7 +32,10 @@ survives all its bytes. These keep it short:
     bytes (`near_state`).
 The DFA is lazy: the walk stops at states whose rows are not built yet and hands them
 back; they are expanded in Python and the walk resumes from where it stopped. Over a
-compiled automaton (`flat.FlatDFA`) the walk builds those rows itself and goes on.
+compiled automaton (`flat.FlatDFA`) the walk builds those rows itself and goes on, and
+a plain state (none of the shortcuts above applies: most states) is done whole in one
+compiled call, its own row included (`_plain_tokens`): the Python steps around a walk
+cost as much as the walk of a state that allows few tokens.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import numba
 import numpy as np
 
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.flat import CODE_STAMP, FlatDFA, expand_rows
+from structgen.automata.flat import CODE_STAMP, FlatDFA, _bit_count, _free_entry, expand_rows
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -485,6 +488,13 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
     bytes where the two differ. `siblings` (kept by the caller, who caches every table
     this returns) maps a dominant target to the last state computed with it that was
     not near it."""
+    if isinstance(dfa, FlatDFA):
+        with dfa._lock:
+            allowed, words = dfa.run(_plain_tokens, lambda: (
+                dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
+                trie.token_start, trie.token_ids, trie.subtree_end, trie.below, trie.eos_words.view(np.uint32), sid))
+        if allowed >= 0:  # a plain state, done in one compiled call
+            return StateTokens(words=words.view(np.int32), num_allowed=allowed)
     dfa.expand(sid)
     free = dfa.free_bytes(sid)
     piece = trie.loop_slice(free) if free is not None else None
@@ -588,9 +598,21 @@ def _walk_from_flat(dfa: FlatDFA, trie: TokenTrie, nodes: np.ndarray, states: np
 
 
 def _walk_building_for(flat_stamp: int):
-    """`_walk_building`, compiled with `flat.CODE_STAMP` in its closure: numba keys its
-    cache by the closure too, so an edit of flat.py, whose row builder it links in,
-    compiles it afresh."""
+    """`_walk_building` and `_plain_tokens`, compiled with `flat.CODE_STAMP` in their
+    closure: numba keys its cache by the closure too, so an edit of flat.py, whose row
+    builder they link in, compiles them afresh."""
+
+    @numba.njit(nogil=True, cache=True, inline="always")
+    def walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start, token_ids,
+                  subtree_end, below, nodes, states, words, max_items, max_nesting):
+        allowed = 0
+        while nodes.size:
+            count, nodes, states = _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start,
+                                         token_ids, subtree_end, below, nodes, states, words)
+            allowed += count
+            if nodes.size:
+                expand_rows(g, st, table, expanded, loops, accepting, np.unique(states), max_items, max_nesting)
+        return allowed
 
     @numba.njit(nogil=True, cache=True)
     def walk_building(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
@@ -604,15 +626,44 @@ def _walk_building_for(flat_stamp: int):
         g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
         st = (s0, s1, s2, s3, s4, s5, s6, s7)
         allowed = 0 * flat_stamp  # (the stamp must be used to be in the closure)
-        while nodes.size:
-            count, nodes, states = _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start,
-                                         token_ids, subtree_end, below, nodes, states, words)
-            allowed += count
-            if nodes.size:
-                expand_rows(g, st, table, expanded, loops, accepting, np.unique(states), max_items, max_nesting)
-        return allowed
+        return allowed + walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
+                                   token_start, token_ids, subtree_end, below, nodes, states, words, max_items,
+                                   max_nesting)
 
-    return walk_building
+    @numba.njit(nogil=True, cache=True)
+    def plain_tokens(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
+                     s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
+                     edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
+                     eos_words, sid, max_items, max_nesting):
+        """`state_tokens` in one call for a plain state -- no loop, no free bytes, few
+        live bytes (so no near state and no counted run): its row, then the walk of the
+        whole trie from it. Returns (allowed count, mask words), or (-1, nothing) for a
+        state that is not plain, which Python then takes its own way."""
+        g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
+        st = (s0, s1, s2, s3, s4, s5, s6, s7)
+        words = np.zeros(eos_words.size + 0 * flat_stamp, dtype=np.uint32)  # (the stamp, as above)
+        if not expanded[sid]:
+            expand_rows(g, st, table, expanded, loops, accepting, np.full(1, sid, dtype=np.int64), max_items,
+                        max_nesting)
+        live = 0
+        for byte in range(256):
+            live += table[sid, byte] >= 0
+        if loops[sid, 0] | loops[sid, 1] | loops[sid, 2] | loops[sid, 3] or live > 2 * NEAR_MAX_BYTES:
+            return -1, words[:0]
+        free, _ = _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid)
+        if free[0] | free[1] | free[2] | free[3]:
+            return -1, words[:0]
+        nodes = np.zeros(1, dtype=np.int64)
+        states = np.full(1, sid, dtype=np.int64)
+        allowed = walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start,
+                            token_ids, subtree_end, below, nodes, states, words, max_items, max_nesting)
+        if accepting[sid]:
+            for w in range(words.size):
+                allowed += _bit_count(eos_words[w])
+                words[w] |= eos_words[w]
+        return allowed, words
+
+    return walk_building, plain_tokens
 
 
-_walk_building = _walk_building_for(CODE_STAMP)
+_walk_building, _plain_tokens = _walk_building_for(CODE_STAMP)
