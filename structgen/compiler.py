@@ -31,11 +31,16 @@ DEFAULT_MAX_DFA_STATES = 200_000  # DFA states a grammar may grow to while decod
 DEFAULT_TIMEOUT_S = 10.0
 # Time a JSON Schema compile spends computing, ahead of decoding, the token tables of the
 # states an example output passes through (`_warm_json`), unless the caller says
-# (`warm_s`): 1.5 times what the compile itself took, at least WARM_MIN_S and at most
-# WARM_MAX_S. It moves first-visit time from decoding steps into the compile (see README,
-# MaskBench); proportional to the compile, it at most 2.5-folds a schema's time to its
-# first mask beyond the floor, and the floor covers most of a small schema's example.
+# (`warm_s`): 1.5 times what the compile itself took, and 4 times less 10 ms for a large
+# one (a compile over 4 ms), at least WARM_MIN_S and at most WARM_MAX_S. It moves
+# first-visit time from decoding steps into the compile (see README, MaskBench). A small
+# schema's first mask must come fast and its example is cheap to warm; a large schema
+# has most of the stalls (on MaskBench-dev a third of the tokens are in the schemas
+# compiling over 5 ms, and a whole example takes them 2-10 times the compile to warm),
+# and its compile is already most of its first request's wait.
 WARM_PER_COMPILE = 1.5
+WARM_PER_LARGE_COMPILE = 4.0
+WARM_LARGE_OFFSET_S = 0.01  # the two lines meet at a compile of 4 ms
 WARM_MIN_S = 0.002
 WARM_MAX_S = 0.1
 CACHE_SIZE = 256
@@ -168,7 +173,9 @@ def _warm_json(grammar: CompiledGrammar, budget_s: float | None) -> None:
     if "warm_s" in grammar.stats:
         return
     if budget_s is None:
-        budget_s = min(WARM_MAX_S, max(WARM_MIN_S, WARM_PER_COMPILE * grammar.stats.get("compile_s", 0.0)))
+        compile_s = grammar.stats.get("compile_s", 0.0)
+        budget_s = min(WARM_MAX_S, max(WARM_MIN_S, WARM_PER_COMPILE * compile_s,
+                                       WARM_PER_LARGE_COMPILE * compile_s - WARM_LARGE_OFFSET_S))
     t0 = time.perf_counter()
     example = grammar.example()
     warmed = grammar.warm(example, _json_boundaries(example), budget_s)
@@ -201,8 +208,9 @@ def compile_json_schema(
     warm_s: time the compile may spend computing the masks of the states an example
     document passes through (the start of each key and value first, then every byte),
     so that decoding does not stop for them; None (the default): 1.5 times the compile's
-    own time, within 2-100 ms; 0 leaves every mask to its first use. Not part of the cache
-    key: a cached grammar not warmed yet is warmed by the first call that asks.
+    own time (more for a large schema, see WARM_PER_LARGE_COMPILE), within 2-100 ms; 0
+    leaves every mask to its first use. Not part of the cache key: a cached grammar not
+    warmed yet is warmed by the first call that asks.
     """
     from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
 
