@@ -31,17 +31,18 @@ DEFAULT_MAX_DFA_STATES = 200_000  # DFA states a grammar may grow to while decod
 DEFAULT_TIMEOUT_S = 10.0
 # Time a JSON Schema compile spends computing, ahead of decoding, the token tables of the
 # states an example output passes through (`_warm_json`), unless the caller says
-# (`warm_s`): 1.5 times what the compile itself took, and 4 times less 10 ms for a large
-# one (a compile over 4 ms), at least WARM_MIN_S and at most WARM_MAX_S. It moves
-# first-visit time from decoding steps into the compile (see README, MaskBench). A small
-# schema's first mask must come fast and its example is cheap to warm; a large schema
-# has most of the stalls (on MaskBench-dev a third of the tokens are in the schemas
-# compiling over 5 ms, and a whole example takes them 2-10 times the compile to warm),
-# and its compile is already most of its first request's wait.
-WARM_PER_COMPILE = 1.5
+# (`warm_s`): as long as the compile itself took, and 4 times that less 10 ms for a large
+# one (a compile over 3.3 ms), at least WARM_MIN_S and at most WARM_MAX_S, and never past
+# the compile's `timeout_s`. It moves first-visit time from decoding steps into the
+# compile (see README, MaskBench). A small schema's first mask must come fast and its
+# example is cheap to warm; a large schema has most of the stalls (on MaskBench-dev a
+# third of the tokens are in the schemas compiling over 5 ms, and a whole example takes
+# them 2-10 times the compile to warm), and its compile is already most of its first
+# request's wait.
+WARM_PER_COMPILE = 1.0
 WARM_PER_LARGE_COMPILE = 4.0
-WARM_LARGE_OFFSET_S = 0.01  # the two lines meet at a compile of 4 ms
-WARM_MIN_S = 0.002
+WARM_LARGE_OFFSET_S = 0.01  # the two lines meet at a compile of 3.3 ms
+WARM_MIN_S = 0.001
 WARM_MAX_S = 0.1
 CACHE_SIZE = 256
 
@@ -161,7 +162,7 @@ def _json_boundaries(example: bytes) -> list[int]:
     return out
 
 
-def _warm_json(grammar: CompiledGrammar, budget_s: float | None) -> None:
+def _warm_json(grammar: CompiledGrammar, budget_s: float | None, timeout_s: float) -> None:
     """Compute ahead the token tables of the states an example document (every optional
     property written once, `automata.example`) reaches, for about `budget_s` (checked
     between states; None: the automatic budget, see WARM_PER_COMPILE): first at its
@@ -176,12 +177,13 @@ def _warm_json(grammar: CompiledGrammar, budget_s: float | None) -> None:
         compile_s = grammar.stats.get("compile_s", 0.0)
         budget_s = min(WARM_MAX_S, max(WARM_MIN_S, WARM_PER_COMPILE * compile_s,
                                        WARM_PER_LARGE_COMPILE * compile_s - WARM_LARGE_OFFSET_S))
+    budget_s = min(budget_s, max(0.0, timeout_s - grammar.stats.get("compile_s", 0.0)))  # the compile's own limit
     t0 = time.perf_counter()
     example = grammar.example()
-    warmed = grammar.warm(example, _json_boundaries(example), budget_s)
-    left = budget_s - (time.perf_counter() - t0)
-    if left > 0:
-        warmed += grammar.warm(example, range(len(example) + 1), left)
+    boundaries = _json_boundaries(example)
+    first = set(boundaries)
+    offsets = boundaries + [i for i in range(len(example) + 1) if i not in first]
+    warmed = grammar.warm(example, offsets, budget_s)
     grammar.stats.update(warm_s=time.perf_counter() - t0, warmed_states=warmed)
 
 
@@ -207,8 +209,8 @@ def compile_json_schema(
     keywords instead of refusing them -- this MAY UNDER-CONSTRAIN the output.
     warm_s: time the compile may spend computing the masks of the states an example
     document passes through (the start of each key and value first, then every byte),
-    so that decoding does not stop for them; None (the default): 1.5 times the compile's
-    own time (more for a large schema, see WARM_PER_LARGE_COMPILE), within 2-100 ms; 0
+    so that decoding does not stop for them; None (the default): as long as the compile
+    took (more for a large schema, see WARM_PER_LARGE_COMPILE), within 1-100 ms; 0
     leaves every mask to its first use. Not part of the cache key: a cached grammar not
     warmed yet is warmed by the first call that asks.
     """
@@ -237,7 +239,7 @@ def compile_json_schema(
         lambda: _build("json_schema", source, make_ir, vocab, max_states, max_dfa_states, timeout_s),
     )
     if warm_s is None or warm_s > 0:
-        _warm_json(grammar, warm_s)
+        _warm_json(grammar, warm_s, timeout_s)
     return grammar
 
 

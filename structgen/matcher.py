@@ -29,6 +29,7 @@ MAX_TOKEN_TABLES = 20_000  # cached masks per grammar before the compile cache r
 # Warming stops at this share of a grammar's state and table budgets: what it computes
 # ahead must never bring a fresh grammar near being `exhausted`.
 WARM_BUDGET_SHARE = 0.25
+WARM_PATH_PIECE_S = 0.001  # time to walk an example between two looks at the clock
 NEAR_DEPTH = 2  # a first visit computes at most this many near states' tables first
 
 
@@ -99,30 +100,52 @@ class CompiledGrammar:
 
     def warm(self, data: bytes, offsets: Iterable[int], budget_s: float) -> int:
         """Compute now the token tables of the states after `data[:i]` for each i in
-        `offsets` (those outside the data are ignored), in order, stopping where `data`
-        leaves the language, when `budget_s` is spent (checked between states) or when
-        the grammar has grown to WARM_BUDGET_SHARE of its state or table budget;
-        returns how many tables were computed. `data` is an
-        example output (see `automata.example`): its states are the ones every output
-        passes through, whose first visit would otherwise stall a decoding step."""
+        `offsets`, in the order given (offsets outside the data, or past where it leaves
+        the language, are skipped), until `budget_s` is spent (checked between states and
+        between pieces of the walk along `data`) or the grammar has grown to
+        WARM_BUDGET_SHARE of its state or table budget; returns how many tables were
+        computed. `data` is an example output (see `automata.example`): its states are
+        the ones every output passes through, whose first visit would otherwise stall a
+        decoding step."""
         deadline = time.perf_counter() + budget_s
-        with self.dfa._lock:
-            path = self.dfa.path(self.dfa.start, data).tolist()
+        path = self._path_until(data, deadline)
         warmed = 0
-        for offset in sorted({o for o in offsets if 0 <= o <= len(data)}):
+        for offset in offsets:
             if (time.perf_counter() > deadline or self.dfa.num_states >= WARM_BUDGET_SHARE * self.dfa.max_states
                     or len(self._tables) >= WARM_BUDGET_SHARE * MAX_TOKEN_TABLES):
                 break
-            state = path[offset]
-            if state < 0:
-                break
-            if state not in self._tables:
+            state = path[offset] if 0 <= offset < len(path) else DEAD
+            if state >= 0 and state not in self._tables:
                 try:
                     self.tokens_of(state)
                 except GrammarTooLargeError:
                     break  # a budget met ahead: decoding meets it only if it comes here
                 warmed += 1
         return warmed
+
+    def _path_until(self, data: bytes, deadline: float) -> list[int]:
+        """The states after each prefix of `data` (see `dfa.path`), up to where the data
+        leaves the language, meets a state budget, or `deadline` passes. Walked in pieces
+        sized to take about WARM_PATH_PIECE_S each, so that the clock is looked at often
+        enough: a step through an unbuilt row unions the targets of every item of its
+        state, and a state of an object whose members may come in any order can hold
+        thousands (a 2 KB example took 12 s in one piece)."""
+        path, start, size = [self.dfa.start], 0, 8
+        while start < len(data) and path[-1] >= 0:
+            t0 = time.perf_counter()
+            if t0 > deadline:
+                break
+            try:
+                with self.dfa._lock:
+                    path += self.dfa.path(path[-1], data[start:start + size]).tolist()[1:]
+            except GrammarTooLargeError:
+                break
+            start += size
+            per_byte = (time.perf_counter() - t0) / size
+            size = max(1, min(4096, int(WARM_PATH_PIECE_S / max(per_byte, 1e-9))))
+        while path and path[-1] < 0:
+            path.pop()
+        return path
 
     def forced_bytes(self, sid: int) -> bytes:
         cached = self.dfa.known_forced_bytes(sid)  # asked every step: skip the lock when known

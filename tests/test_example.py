@@ -173,7 +173,7 @@ def test_warm_ignores_offsets_outside_the_data(smollm2_vocab):
 
 
 def test_by_default_a_compile_warms_along_its_example_inside_names_too(smollm2_vocab):
-    """The default budget (1.5 times the compile's time, 2 ms at least) warms the example's
+    """The default budget (the compile's own time, 1 ms at least) warms the example's
     boundaries, then its other bytes: the state inside a property name, where a token
     such as `{"tit` ends, has its mask before any decoding."""
     schema = {"type": "object", "properties": {"title": {"type": "string"}, "n": {"type": "integer"}},
@@ -201,3 +201,15 @@ def test_a_map_is_written_with_one_property(smollm2_vocab):
         value = json.loads(grammar.example())
         assert len(value) == 1 and all(key_ok(k) for k in value)
         jsonschema.validate(value, schema)
+
+
+def test_warm_takes_offsets_in_the_order_given(smollm2_vocab):
+    """Boundaries first, then the other bytes: warm follows the order it is given, and
+    skips offsets outside the data or past where it leaves the language."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+    structgen.clear_cache()
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    structgen.clear_cache()
+    assert grammar.warm(b'{"a": "x"}', [6, 2, 99, -1], budget_s=5.0) == 2
+    assert set(grammar._tables) == {walk(grammar, b'{"a": '), walk(grammar, b'{"')}
+    assert grammar.warm(b'{"b": "x"}', [9, 5, 2, 1], budget_s=5.0) == 1  # '{"b' leaves it: only '{' is new
