@@ -31,9 +31,9 @@ DEFAULT_MAX_DFA_STATES = 200_000  # DFA states a grammar may grow to while decod
 DEFAULT_TIMEOUT_S = 10.0
 # Time a JSON Schema compile spends computing, ahead of decoding, the token tables of the
 # states an example output passes through (`_warm_json`) when asked to (`warm_s`; off by
-# default, see DEFAULT_WARM_S). With `warm_s=None` it is as long as the compile itself took, and 4 times that less 10 ms for a large
-# one (a compile over 3.3 ms), at least WARM_MIN_S and at most WARM_MAX_S, and never past
-# the compile's `timeout_s`. It moves first-visit time from decoding steps into the
+# default, see DEFAULT_WARM_S). With `warm_s=None` it is as long as the compile itself
+# took, and 4 times that less 10 ms for a large one (a compile over 3.3 ms), at least
+# WARM_MIN_S and at most WARM_MAX_S, and never past the compile's `timeout_s`. It moves first-visit time from decoding steps into the
 # compile (see README, MaskBench). A small schema's first mask must come fast and its
 # example is cheap to warm; a large schema has most of the stalls (on MaskBench-dev a
 # third of the tokens are in the schemas compiling over 5 ms, and a whole example takes
@@ -218,8 +218,8 @@ def compile_json_schema(
     document passes through (the start of each key and value first, then every byte),
     so that decoding does not stop for them; None: as long as the compile took (more
     for a large schema, see WARM_PER_LARGE_COMPILE), within 1-100 ms; 0 (the default,
-    see DEFAULT_WARM_S) leaves every mask to its first use. Not part of the cache key: a cached grammar not
-    warmed yet is warmed by the first call that asks.
+    see DEFAULT_WARM_S) leaves every mask to its first use. Not part of the cache key:
+    a cached grammar not warmed yet is warmed by the first call that asks.
     """
     from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
 
