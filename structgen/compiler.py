@@ -33,12 +33,12 @@ DEFAULT_TIMEOUT_S = 10.0
 # states an example output passes through (`_warm_json`) when asked to (`warm_s`; off by
 # default, see DEFAULT_WARM_S). With `warm_s=None` it is as long as the compile itself
 # took, and 4 times that less 10 ms for a large one (a compile over 3.3 ms), at least
-# WARM_MIN_S and at most WARM_MAX_S, and never past the compile's `timeout_s`. It moves first-visit time from decoding steps into the
-# compile (see README, MaskBench). A small schema's first mask must come fast and its
-# example is cheap to warm; a large schema has most of the stalls (on MaskBench-dev a
-# third of the tokens are in the schemas compiling over 5 ms, and a whole example takes
-# them 2-10 times the compile to warm), and its compile is already most of its first
-# request's wait.
+# WARM_MIN_S and at most WARM_MAX_S, and never past the compile's `timeout_s`. It moves
+# first-visit time from decoding steps into the compile (see README, MaskBench). A small
+# schema's first mask must come fast and its example is cheap to warm; a large schema
+# has most of the stalls (on MaskBench-dev a third of the tokens are in the schemas
+# compiling over 5 ms, and a whole example takes them 2-10 times the compile to warm),
+# and its compile is already most of its first request's wait.
 WARM_PER_COMPILE = 1.0
 WARM_PER_LARGE_COMPILE = 4.0
 WARM_LARGE_OFFSET_S = 0.01  # the two lines meet at a compile of 3.3 ms
