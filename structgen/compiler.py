@@ -180,11 +180,11 @@ def _warm_json(grammar: CompiledGrammar, budget_s: float | None, timeout_s: floa
     warmed is not warmed again."""
     if "warm_s" in grammar.stats:
         return
+    compile_s = grammar.stats.get("compile_s", 0.0)
     if budget_s is None:
-        compile_s = grammar.stats.get("compile_s", 0.0)
         budget_s = min(WARM_MAX_S, max(WARM_MIN_S, WARM_PER_COMPILE * compile_s,
                                        WARM_PER_LARGE_COMPILE * compile_s - WARM_LARGE_OFFSET_S))
-    budget_s = min(budget_s, max(0.0, timeout_s - grammar.stats.get("compile_s", 0.0)))  # the compile's own limit
+    budget_s = min(budget_s, max(0.0, timeout_s - compile_s))  # the compile's own limit
     t0 = time.perf_counter()
     example = grammar.example()
     boundaries = _json_boundaries(example)

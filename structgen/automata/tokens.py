@@ -645,9 +645,7 @@ def _walk_building_for(flat_stamp: int):
         if not expanded[sid]:
             expand_rows(g, st, table, expanded, loops, accepting, np.full(1, sid, dtype=np.int64), max_items,
                         max_nesting)
-        live = 0
-        for byte in range(256):
-            live += table[sid, byte] >= 0
+        _, _, live = _dominant(table[sid])  # as `dominant_target`: few live bytes, no near state or run
         if loops[sid, 0] | loops[sid, 1] | loops[sid, 2] | loops[sid, 3] or live > 2 * NEAR_MAX_BYTES:
             return -1, words[:0]
         free, _ = _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid)
