@@ -300,22 +300,47 @@ def test_flat_token_walk_cache_follows_the_row_builder():
     assert flat.CODE_STAMP == int.from_bytes(hashlib.sha256(open(flat.__file__, "rb").read()).digest()[:7], "big")
 
 
-@pytest.mark.xfail(strict=True, reason="known leak: numba keeps a reference to each array of the IR and store "
-                   "tuples when a compiled call fails to have the store grown (see compiler.DEFAULT_WARM_S)")
 def test_a_dropped_automaton_leaves_no_reference_to_its_arrays(smollm2_vocab):
-    """Once a grammar is dropped, nothing holds its automaton's table: the store grows
-    by failing a compiled call and running it again, and that failure must not keep the
-    arrays it was passed."""
+    """Once a grammar is dropped, nothing holds its automaton's arrays -- neither those
+    in use nor those its store replaced as it grew. The store grows by failing a
+    compiled call and running it again; numba would keep a reference to every array
+    passed down if that failure were an exception."""
     import gc
-    import sys
+    import weakref
 
     structgen.clear_cache()
     grammar = structgen.compile_json_schema(
         {"type": "object", "properties": {f"p{i}": {"type": "string", "maxLength": 20} for i in range(12)}},
         smollm2_vocab, warm_s=0)
     structgen.clear_cache()
-    table = grammar.dfa.table
+    first_store = [weakref.ref(array) for array in grammar.dfa._store]
     grammar.warm(grammar.example(), range(len(grammar.example()) + 1), budget_s=5.0)  # grows the store
+    replaced = [ref for ref, array in zip(first_store, grammar.dfa._store) if ref() is not array]
+    assert len(replaced) >= 2  # (frames, items, hash slots ... were grown)
+    arrays = [weakref.ref(array) for array in (grammar.dfa.table, *grammar.dfa._store)]
     del grammar
     gc.collect()
-    assert sys.getrefcount(table) == 2  # this name, and getrefcount's argument
+    assert [ref() is None for ref in replaced + arrays] == [True] * len(replaced + arrays)
+
+
+_NEW_STORE = flat._new_store
+
+
+def _tiny_store() -> list[np.ndarray]:
+    """A store with room for 4 of everything: a call fails at nearly every addition."""
+    store = _NEW_STORE()
+    for i in range(1, len(store)):
+        store[i] = store[i][:8] if i == flat.S_HASH else store[i][:5 if i == flat.S_SET_START else 4]
+    return [np.ascontiguousarray(array) for array in store]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS[:4], ids=range(4))
+def test_flat_masks_are_right_when_every_call_runs_out_of_room(monkeypatch, smollm2_vocab, schema):
+    """Growth is signalled by a failure code, not an exception, and every function on the
+    way must stop writing once it is set: with a store that is full at every turn, each
+    failure site is met hundreds of times, and the masks still equal the Python
+    automaton's."""
+    monkeypatch.setattr(flat, "_new_store", _tiny_store)
+    python, compiled = _both(monkeypatch, lambda: structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0))
+    _same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=50)
+    assert compiled.dfa._store[flat.S_HASH].shape[0] > 8 and compiled.dfa._store[flat.S_FRAMES].shape[0] > 4

@@ -484,10 +484,17 @@ def _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label, known_
 # (inline="always"): a helper called with a tuple, or a tuple element taken inside a
 # loop, costs an atomic reference count increment and decrement per array, which was
 # close to half of a row's time.
-M_FRAMES, M_ITEMS, M_SETS, M_SET_ITEMS, M_STATES, M_HASHED = range(6)
+M_FRAMES, M_ITEMS, M_SETS, M_SET_ITEMS, M_STATES, M_HASHED, M_FAILED = range(7)
+# A call that cannot go on -- an array is full, or the grammar is too ambiguous or
+# nests too deep -- records why in meta[M_FAILED] (`_fail`), writes nothing more, and
+# returns up the chain to `FlatDFA.run`, which grows the array and runs it again or
+# raises the error. Nothing here raises: numba leaks a reference to every array passed
+# to a non-inlined function that an exception passes through, so each growth would pin
+# the arrays it replaced for good. Growth codes are 1 + the count that is full.
+GROW_FRAMES, GROW_ITEMS, GROW_SETS, GROW_SET_ITEMS, GROW_STATES, GROW_HASH = range(1, 7)
+FAILED_AMBIGUOUS, FAILED_NESTING = 7, 8
 (S_META, S_FRAMES, S_ITEMS, S_SET_START, S_SET_ITEMS, S_STATE_SET, S_STATE_NEXT, S_HASH) = range(8)
 T_FRAME, T_ITEM, T_CLOSURE, T_SINGLE, T_STATE_OF_SET, T_STATE_HASH = range(6)
-_GROW = ("grow frames", "grow items", "grow sets", "grow set items", "grow states", "grow hash")
 # Columns of a frame past its key (kind, node, index, parent), and of an item past its
 # key (leaf, offset, frame, 0): what is worked out from them once (-1 until then).
 FRAME_RESUMED = 4  # the set of items its resumption reaches
@@ -511,7 +518,8 @@ def _new_store() -> list[np.ndarray]:
 
 
 def _grown(store: list[np.ndarray], what: int) -> None:
-    """Double the array a numba call ran out of (`_GROW[what]`), in place in `store`."""
+    """Double the array a numba call ran out of (its count: `meta[what]`), in place in
+    `store`."""
     if what == M_HASHED:
         old = store[S_HASH]
         store[S_HASH] = np.full((2 * old.shape[0], 6), -1, dtype=np.int64)
@@ -523,6 +531,13 @@ def _grown(store: list[np.ndarray], what: int) -> None:
         new = np.full((2 * old.shape[0], *old.shape[1:]), -1, dtype=np.int64)
         new[: old.shape[0]] = old
         store[i] = new
+
+
+@numba.njit(cache=True, inline="always")
+def _fail(meta, code):
+    """Stop the call (see M_FAILED); the first reason stays."""
+    if meta[M_FAILED] == 0:
+        meta[M_FAILED] = code
 
 
 @numba.njit(cache=True, inline="always")
@@ -549,14 +564,16 @@ def _hget(slots, tag, k1, k2, k3, k4):
 
 @numba.njit(cache=True, inline="always")
 def _hroom(meta, slots):
-    """Fail (to be grown and retried) unless one more key fits below half load."""
+    """Whether the call may add a key: it has not failed, and one more key fits below
+    half load (else it fails, to have the table grown)."""
     if 2 * (meta[M_HASHED] + 1) > slots.shape[0]:
-        raise ValueError("grow hash")
+        _fail(meta, GROW_HASH)
+    return meta[M_FAILED] == 0
 
 
 @numba.njit(cache=True, inline="always")
 def _hset(meta, slots, i, tag, k1, k2, k3, k4, value):
-    """Give a key its value at the slot `_slot` found for it (after `_hroom`, for a new key)."""
+    """Give a key its value at the slot `_slot` found for it (after `_hroom`)."""
     if slots[i, HASH_VALUE] < 0:
         meta[M_HASHED] += 1
         slots[i, 0], slots[i, 1], slots[i, 2], slots[i, 3], slots[i, 4] = tag, k1, k2, k3, k4
@@ -565,7 +582,7 @@ def _hset(meta, slots, i, tag, k1, k2, k3, k4, value):
 
 @numba.njit(cache=True, inline="always")
 def _hput(meta, slots, tag, k1, k2, k3, k4, value):
-    """Set a key's value (after `_hroom`, for a new key)."""
+    """Set a key's value (after `_hroom`)."""
     _hset(meta, slots, _slot(slots, tag, k1, k2, k3, k4), tag, k1, k2, k3, k4, value)
 
 
@@ -580,17 +597,17 @@ def _rehash(slots, new_slots):
 def _row_of(meta, slots, rows, tag, k1, k2, k3, k4):
     """The id of the frame (`tag` = T_FRAME, `rows` the frames: kind, node, index,
     parent) or the item (T_ITEM, the items: leaf, offset, frame, 0) with these fields,
-    added if new."""
+    added if new; 0 (a row that exists) once the call has failed."""
     count = M_FRAMES if tag == T_FRAME else M_ITEMS
-    _hroom(meta, slots)  # before the slot is found: a growth moves the slots
+    if not _hroom(meta, slots):  # before the slot is found: a growth moves the slots
+        return 0
     slot = _slot(slots, tag, k1, k2, k3, k4)
     row = slots[slot, HASH_VALUE]
     if row < 0:
         row = meta[count]
         if row >= rows.shape[0]:
-            if tag == T_FRAME:
-                raise ValueError("grow frames")
-            raise ValueError("grow items")
+            _fail(meta, 1 + count)
+            return 0
         rows[row, 0], rows[row, 1], rows[row, 2], rows[row, 3] = k1, k2, k3, k4
         meta[count] += 1
         _hset(meta, slots, slot, tag, k1, k2, k3, k4, row)
@@ -623,12 +640,15 @@ def _then(kind, a, b, c, kids, meta, slots, frames, concat, index, parent):
 
 @numba.njit(cache=True, inline="always")
 def _pool(meta, set_start, set_pool, items):
-    """Store a sorted item array in the set pool; returns its set id."""
+    """Store a sorted item array in the set pool; returns its set id (0 once the call
+    has failed)."""
     ref, used = meta[M_SETS], meta[M_SET_ITEMS]
     if ref + 1 >= set_start.size:
-        raise ValueError("grow sets")
-    if used + items.size > set_pool.size:
-        raise ValueError("grow set items")
+        _fail(meta, GROW_SETS)
+    elif used + items.size > set_pool.size:
+        _fail(meta, GROW_SET_ITEMS)
+    if meta[M_FAILED]:
+        return 0
     set_pool[used : used + items.size] = items
     set_start[ref + 1] = used + items.size
     meta[M_SETS] += 1
@@ -691,7 +711,8 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
     """The items reachable without a byte from one work item (enter `node0` then
     `cont0`, or resume `cont0`), pooled as a sorted set; returns its id. A worklist
     version of `LazyNFA._enter` / `_resume`. Each (op, node, state, continuation) is
-    worked once, so each leaf item is met once: `out` needs no set.
+    worked once, so each leaf item is met once: `out` needs no set. Returns 0 once the
+    call has failed.
 
     Like `_expand`, it takes the arrays out of `g` and `st` once and hands helpers the
     arrays themselves: each use of a tuple's element costs an atomic reference count
@@ -706,6 +727,8 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
     out = np.empty(64, dtype=np.int64)
     n_out = 0
     while top:
+        if meta[M_FAILED]:
+            return 0
         top -= 1
         op, x, y, cont, depth = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
         seen, count, new = _first_time(seen, count, op, x, y, cont)
@@ -768,21 +791,25 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
             elif k == K_REF:
                 if nonempty[x]:
                     if depth >= max_nesting:
-                        raise ValueError("rule nesting")
+                        _fail(meta, FAILED_NESTING)
+                        return 0
                     stack, top = _push(stack, top, OP_ENTER, a[x], 0, cont, depth + 1)
             else:  # K_REPEAT, entered afresh: no iteration done
                 stack, top = _repeat(a, b, c, nonempty, meta, slots, frames, stack, top, x, 0, cont, depth)
         if found >= 0:
             if n_out == out.size:
                 if n_out >= max_items:
-                    raise ValueError("too ambiguous")
+                    _fail(meta, FAILED_AMBIGUOUS)
+                    return 0
                 bigger = np.empty(2 * n_out, dtype=np.int64)
                 bigger[:n_out] = out
                 out = bigger
             out[n_out] = found
             n_out += 1
     if n_out > max_items:
-        raise ValueError("too ambiguous")
+        _fail(meta, FAILED_AMBIGUOUS)
+    if meta[M_FAILED]:
+        return 0
     found_items = out[:n_out].copy()
     found_items.sort()
     return _pool(meta, set_start, set_pool, found_items)
@@ -836,6 +863,8 @@ def _resumed(g, st, frames, cont, max_items, max_nesting):
     ref = frames[cont, FRAME_RESUMED]
     if ref < 0:
         ref = _close(g, st, OP_RESUME, 0, cont, max_items, max_nesting)
+        if st[S_META][M_FAILED]:
+            return 0
         frames[cont, FRAME_RESUMED] = ref
     return ref
 
@@ -846,7 +875,8 @@ def _closure(g, st, node, cont, max_items, max_nesting):
     ref = _hget(slots, T_CLOSURE, node, cont, 0, 0)
     if ref < 0:
         ref = _close(g, st, OP_ENTER, node, cont, max_items, max_nesting)
-        _hroom(meta, slots)
+        if not _hroom(meta, slots):
+            return 0
         _hput(meta, slots, T_CLOSURE, node, cont, 0, 0, ref)
     return ref
 
@@ -859,7 +889,8 @@ def _single(meta, slots, set_start, set_pool, item):
         one = np.empty(1, dtype=np.int64)
         one[0] = item
         ref = _pool(meta, set_start, set_pool, one)
-        _hroom(meta, slots)
+        if not _hroom(meta, slots):
+            return 0
         _hput(meta, slots, T_SINGLE, item, 0, 0, 0, ref)
     return ref
 
@@ -874,7 +905,7 @@ def _items_hash(items):
 
 @numba.njit(cache=True, inline="always")
 def _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, items):
-    """The state of a sorted item set (a new one if unseen)."""
+    """The state of a sorted item set (a new one if unseen; 0 once the call has failed)."""
     h = _items_hash(items)
     newest = _hget(slots, T_STATE_HASH, h, 0, 0, 0)
     sid = newest
@@ -883,11 +914,15 @@ def _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, 
         if known.size == items.size and (known == items).all():
             return sid
         sid = state_next[sid]
-    _hroom(meta, slots)
+    if not _hroom(meta, slots):
+        return 0
     sid = meta[M_STATES]
     if sid >= state_set.size or sid >= accepting.size:
-        raise ValueError("grow states")
+        _fail(meta, GROW_STATES)
+        return 0
     ref = _pool(meta, set_start, set_pool, items)
+    if meta[M_FAILED]:
+        return 0
     state_set[sid] = ref
     state_next[sid] = newest
     meta[M_STATES] += 1
@@ -902,7 +937,8 @@ def _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accep
     if sid < 0:
         items = _set_items(set_start, set_pool, ref).copy()
         sid = _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, items)
-        _hroom(meta, slots)
+        if not _hroom(meta, slots):
+            return 0
         _hput(meta, slots, T_STATE_OF_SET, ref, 0, 0, 0, sid)
     return sid
 
@@ -919,6 +955,8 @@ def _item_target(g, st, it, max_items, max_nesting):
             target = _single(st[S_META], st[S_HASH], st[S_SET_START], st[S_SET_ITEMS], item)
         else:
             target = _resumed(g, st, st[S_FRAMES], cont, max_items, max_nesting)
+        if st[S_META][M_FAILED]:
+            return 0
         item_rows[it, ITEM_TARGET] = target
     return target
 
@@ -959,7 +997,8 @@ def _union_state(meta, slots, set_start, set_pool, state_set, state_next, accept
         q += part.size
     merged = np.unique(merged)
     if merged.size > max_items:
-        raise ValueError("too ambiguous")
+        _fail(meta, FAILED_AMBIGUOUS)
+        return 0
     return _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, merged)
 
 
@@ -996,12 +1035,16 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
         else:
             for w in range(4):
                 bits[group, w] |= bitsets[a[leaf], w]
+    if meta[M_FAILED]:
+        return
     if m <= 1:  # (most rows) one target at most: each byte read leads to its state
         state = DEAD
         if m == 1:
             state = single[0]
             if state < 0:
                 state = _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accepting, targets[0])
+                if meta[M_FAILED]:
+                    return
                 item_rows[first_item[0], ITEM_TARGET_STATE] = state
         table[sid, :] = DEAD
         loops[sid, :] = 0
@@ -1049,6 +1092,8 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
             if single[chosen[0]] < 0:
                 single[chosen[0]] = _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accepting,
                                                   targets[chosen[0]])
+                if meta[M_FAILED]:
+                    return
                 item_rows[first_item[chosen[0]], ITEM_TARGET_STATE] = single[chosen[0]]
             row[byte] = single[chosen[0]]
             continue
@@ -1067,6 +1112,8 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
             continue
         row[byte] = _union_state(meta, slots, set_start, set_pool, state_set, state_next, accepting, targets[chosen],
                                  max_items)
+        if meta[M_FAILED]:
+            return
         if m <= 64:
             union_masks[n_unions], union_states[n_unions] = mask, row[byte]
             n_unions += 1
@@ -1103,15 +1150,18 @@ def _step(g, st, accepting, sid, byte, max_items, max_nesting):
                 first_item = it
             targets[n] = target
             n += 1
-    if n == 0:
+    if n == 0 or meta[M_FAILED]:
         return DEAD
     if n == 1:
         state = item_rows[first_item, ITEM_TARGET_STATE]
         if state < 0:
             state = _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accepting, targets[0])
+            if meta[M_FAILED]:
+                return DEAD
             item_rows[first_item, ITEM_TARGET_STATE] = state
         return state
-    return _union_state(meta, slots, set_start, set_pool, state_set, state_next, accepting, targets[:n], max_items)
+    state = _union_state(meta, slots, set_start, set_pool, state_set, state_next, accepting, targets[:n], max_items)
+    return DEAD if meta[M_FAILED] else state
 
 
 # Entry points called from Python take each array as its own argument (numba types a
@@ -1129,11 +1179,13 @@ def _expand_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_
 def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_nesting):
     """Build the rows of states `sids` not built yet. For compiled code that walks the
     table (`tokens._walk_building`): g, st are an automaton's IR and store arrays. A row
-    that finds the per-state arrays full fails ("grow states"): the caller's call is run
-    again once they are grown (`FlatDFA.run`)."""
+    that cannot be built fails the call (see M_FAILED): the caller returns at once, and
+    its call is run again once the array is grown (`FlatDFA.run`)."""
     for sid in sids:
         if not expanded[sid]:
             _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting)
+            if st[S_META][M_FAILED]:
+                return
 
 
 @numba.njit(cache=True)
@@ -1152,7 +1204,7 @@ def _walk_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_st
             state = table[state, codes[i]]
         else:
             state = _step(g, st, accepting, state, codes[i], max_items, max_nesting)
-        if state < 0:
+        if state < 0:  # (also where the call failed)
             return DEAD
         if record:
             path[i] = state
@@ -1195,8 +1247,8 @@ def _items_entry(s0, s1, s2, s3, s4, s5, s6, s7, sid):
 _NO_PATH = np.zeros(0, dtype=np.int64)  # `_walk_entry` records no path
 
 _ERRORS = {
-    "too ambiguous": too_ambiguous,
-    "rule nesting": lambda: GrammarTooLargeError(
+    FAILED_AMBIGUOUS: too_ambiguous,
+    FAILED_NESTING: lambda: GrammarTooLargeError(
         f"a rule nests more than {MAX_RULE_NESTING} times without consuming input "
         "(left recursion through an optional prefix?)"),
 }
@@ -1234,27 +1286,25 @@ class FlatDFA(TableDFA):
         needed it -- each doubling on a decoding step is ~0.4 ms (1,024 rows) to ~5 ms
         (4,096, huge pages) of copying into fresh pages. The rare call that meets a
         full array runs twice instead."""
+        meta = self._store[S_META]
         while True:
             self._reserve()
-            try:
-                result = fn(*self.flat.arrays, *self._store, *args(), MAX_STATE_ITEMS, MAX_RULE_NESTING)
-            except ValueError as exc:
-                message = str(exc)
-                if message in _GROW:
-                    if _GROW.index(message) != M_STATES:  # those _reserve grows
-                        _grown(self._store, _GROW.index(message))
-                    continue
-                make = _ERRORS.get(message)
-                if make is None:
-                    raise
-                raise make() from None
+            result = fn(*self.flat.arrays, *self._store, *args(), MAX_STATE_ITEMS, MAX_RULE_NESTING)
+            failed = int(meta[M_FAILED])
+            if failed:
+                meta[M_FAILED] = 0
+                if failed in _ERRORS:
+                    raise _ERRORS[failed]()
+                if failed != GROW_STATES:  # those _reserve grows
+                    _grown(self._store, failed - 1)
+                continue
             if self.num_states > self.max_states:
                 raise self.too_many_states()
             return result
 
     def _reserve(self) -> None:
         """Room in the per-state arrays for one more state (after a call failed on
-        "grow states", they are full)."""
+        GROW_STATES, they are full)."""
         while self.num_states + 1 > self.table.shape[0]:
             self._grow()
         while self.num_states + 1 > self._store[S_STATE_SET].size:

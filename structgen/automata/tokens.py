@@ -47,7 +47,7 @@ import numba
 import numpy as np
 
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.flat import CODE_STAMP, FlatDFA, _bit_count, _free_entry, expand_rows
+from structgen.automata.flat import CODE_STAMP, M_FAILED, FlatDFA, _bit_count, _free_entry, expand_rows
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -612,6 +612,8 @@ def _walk_building_for(flat_stamp: int):
             allowed += count
             if nodes.size:
                 expand_rows(g, st, table, expanded, loops, accepting, np.unique(states), max_items, max_nesting)
+                if st[0][M_FAILED]:  # the call is run again (`FlatDFA.run`)
+                    break
         return allowed
 
     @numba.njit(nogil=True, cache=True)
@@ -621,8 +623,8 @@ def _walk_building_for(flat_stamp: int):
                       nodes, states, words, max_items, max_nesting):
         """`_walk`, then the rows it stopped at, then `_walk` again from there, until done:
         how many tokens it allowed. A row that finds the automaton's arrays full fails the
-        call, which Python runs again once they are grown (`FlatDFA.run`): it sets the same
-        bits again and counts afresh."""
+        call (flat.M_FAILED), which Python runs again once they are grown (`FlatDFA.run`):
+        it sets the same bits again and counts afresh."""
         g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
         st = (s0, s1, s2, s3, s4, s5, s6, s7)
         allowed = 0 * flat_stamp  # (the stamp must be used to be in the closure)
@@ -645,6 +647,8 @@ def _walk_building_for(flat_stamp: int):
         if not expanded[sid]:
             expand_rows(g, st, table, expanded, loops, accepting, np.full(1, sid, dtype=np.int64), max_items,
                         max_nesting)
+            if s0[M_FAILED]:  # the call is run again (`FlatDFA.run`)
+                return -1, words[:0]
         _, _, live = _dominant(table[sid])  # as `dominant_target`: few live bytes, no near state or run
         if loops[sid, 0] | loops[sid, 1] | loops[sid, 2] | loops[sid, 3] or live > 2 * NEAR_MAX_BYTES:
             return -1, words[:0]
