@@ -29,28 +29,22 @@ from structgen.matcher import CompiledGrammar
 DEFAULT_MAX_STATES = 50_000_000  # IR positions a grammar may expand to (built lazily)
 DEFAULT_MAX_DFA_STATES = 200_000  # DFA states a grammar may grow to while decoding
 DEFAULT_TIMEOUT_S = 10.0
-# Time a JSON Schema compile spends computing, ahead of decoding, the token tables of the
-# states an example output passes through (`_warm_json`) when asked to (`warm_s`; off by
-# default, see DEFAULT_WARM_S). With `warm_s=None` it is as long as the compile itself
-# took, and 4 times that less 10 ms for a large one (a compile over 3.3 ms), at least
-# WARM_MIN_S and at most WARM_MAX_S, and never past the compile's `timeout_s`. It moves
-# first-visit time from decoding steps into the compile (see README, MaskBench). A small
-# schema's first mask must come fast and its example is cheap to warm; a large schema
-# has most of the stalls (on MaskBench-dev a third of the tokens are in the schemas
-# compiling over 5 ms, and a whole example takes them 2-10 times the compile to warm),
-# and its compile is already most of its first request's wait.
+# Time a JSON Schema compile spends computing, ahead of decoding, the token tables of
+# the states an example output passes through (`_warm_json`). By default (`warm_s=None`)
+# it is as long as the compile itself took, and 4 times that less 10 ms for a large one
+# (a compile over 3.3 ms), at least WARM_MIN_S and at most WARM_MAX_S, and never past
+# the compile's `timeout_s`. It moves first-visit time from decoding steps into the
+# compile (see README, MaskBench). A small schema's first mask must come fast and its
+# example is cheap to warm; a large schema has most of the stalls (on MaskBench-dev a
+# third of the tokens are in the schemas compiling over 5 ms, and a whole example takes
+# them 2-10 times the compile to warm), and its compile is already most of its first
+# request's wait.
 WARM_PER_COMPILE = 1.0
 WARM_PER_LARGE_COMPILE = 4.0
 WARM_LARGE_OFFSET_S = 0.01  # the two lines meet at a compile of 3.3 ms
 WARM_MIN_S = 0.001
 WARM_MAX_S = 0.1
-# Off by default for now: a compiled call that fails to have its store grown leaks a
-# reference to each of the store's arrays (numba does not release the IR and store
-# tuples on the exception path), and warming grows the store during the compile: on
-# MaskBench-dev, compiling ~1,500 `flexible` grammars in one process with warming on ran
-# out of 8 GB. Decoding leaks the same way, less. Until growth is signalled without an
-# exception, the default leaves the compile as it was.
-DEFAULT_WARM_S = 0.0
+DEFAULT_WARM_S = None  # the automatic budget above; 0 leaves every mask to its first use
 CACHE_SIZE = 256
 
 _cache: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
@@ -217,8 +211,8 @@ def compile_json_schema(
     warm_s: time the compile may spend computing the masks of the states an example
     document passes through (the start of each key and value first, then every byte),
     so that decoding does not stop for them; None: as long as the compile took (more
-    for a large schema, see WARM_PER_LARGE_COMPILE), within 1-100 ms; 0 (the default,
-    see DEFAULT_WARM_S) leaves every mask to its first use. Not part of the cache key:
+    for a large schema, see WARM_PER_LARGE_COMPILE), within 1-100 ms (the default); 0
+    leaves every mask to its first use. Not part of the cache key:
     a cached grammar not warmed yet is warmed by the first call that asks.
     """
     from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir

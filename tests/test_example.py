@@ -173,15 +173,16 @@ def test_warm_ignores_offsets_outside_the_data(smollm2_vocab):
 
 
 def test_the_automatic_budget_warms_along_the_example_inside_names_too(smollm2_vocab):
-    """warm_s=None (the compile's own time, 1 ms at least) warms the example's
-    boundaries, then its other bytes: the state inside a property name, where a token
-    such as `{"tit` ends, has its mask before any decoding. The default warms nothing."""
+    """The default, warm_s=None (the compile's own time, 1 ms at least), warms the
+    example's boundaries, then its other bytes: the state inside a property name, where
+    a token such as `{"tit` ends, has its mask before any decoding. warm_s=0 warms
+    nothing."""
     schema = {"type": "object", "properties": {"title": {"type": "string"}, "n": {"type": "integer"}},
               "required": ["title", "n"], "additionalProperties": False}
     structgen.clear_cache()
-    assert not structgen.compile_json_schema(schema, smollm2_vocab)._tables
+    assert not structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)._tables
     structgen.clear_cache()
-    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=None)
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab)
     structgen.clear_cache()
     assert grammar.stats["warmed_states"] >= 3 and grammar.stats["warm_s"] > 0
     generous = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=5.0)
