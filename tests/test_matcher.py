@@ -292,6 +292,66 @@ def test_loop_slices_are_bounded(monkeypatch):
     assert len(trie._sightings) <= 3
 
 
+def test_loop_slices_hold_a_bounded_number_of_other_tokens(monkeypatch):
+    """The tries of the tokens outside the slices built hold LOOP_SLICE_MAX_REST_TOTAL
+    tokens at most, however few slices there are."""
+    import itertools
+
+    import numpy as np
+
+    from structgen.automata import tokens as tk
+
+    monkeypatch.setattr(tk, "LOOP_SLICE_MIN_TOKENS", 1)
+    monkeypatch.setattr(tk, "LOOP_SLICE_MAX_REST_TOTAL", 20)
+    words = sorted({bytes(p) for n in (1, 2) for p in itertools.product(b"abcd", repeat=n)})  # 20 tokens
+    trie = tk.TokenTrie([(w, i) for i, w in enumerate(words)], len(words) + 1, [len(words)])
+
+    def loops(letters: bytes) -> np.ndarray:
+        bits = np.zeros(4, dtype=np.uint64)
+        for b in letters:
+            bits[b // 64] |= np.uint64(1) << np.uint64(b % 64)
+        return bits
+
+    for letters in (b"abc", b"abc", b"ab", b"ab"):
+        trie.loop_slice(loops(letters))
+    first = trie.loop_slice(loops(b"abc"))
+    assert first is not None and first.rest.token_ids.size == 20 - 12  # "d" and what has a "d"
+    assert trie.loop_slice(loops(b"ab")) is None  # its 14 other tokens would pass 20
+    assert trie._rest_built == 8
+
+
+def test_counted_pattern_class_runs_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer, monkeypatch):
+    """A pattern's counted class of letters and digits (62 bytes, `[0-9A-Za-z]{8}`) is a
+    counted run too: once its LoopSlice is built (the trie of the 33k other tokens, in
+    compiled code), each position's mask takes the class's tokens by length and walks
+    the others. Every visited state's mask must equal the oracle, runs shorter than
+    RUN_MAX included, and the instance must be accepted token by token."""
+    import json
+
+    from structgen.automata import tokens as tk
+
+    runs = []
+    real = tk.run_of
+    monkeypatch.setattr(tk, "run_of", lambda *a: (lambda r: runs.append(r and r[1]) or r)(real(*a)))
+    schema = {"type": "object", "properties": {
+        "key": {"type": "string", "pattern": "^[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-[a-z]{2,20}$"}}, "required": ["key"]}
+    text = json.dumps({"key": "a1B2c3D4-9Zz0-abcdefghijklmnopq"})
+    for _ in range(2):  # the second grammar finds the class's LoopSlice built
+        runs.clear()
+        structgen.clear_cache()
+        grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+        visited = walk_text(grammar, text)
+        for sid in dict.fromkeys(visited):
+            grammar.tokens_of(sid)
+    lengths = [n for n in runs if n is not None]
+    assert 8 in lengths and 4 in lengths, lengths
+    assert_masks_match_oracle(grammar, visited, smollm2_vocab)
+    m = grammar.matcher()
+    for tid in smollm2_tokenizer.encode(text, add_special_tokens=False):
+        assert m.accept_token(tid)
+    assert m.is_accepting()
+
+
 def test_counted_run_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer, monkeypatch):
     """The characters of a string with a maxLength lead from one count's state to the
     next: no loop, but a counted run (tokens.run_of), whose tokens made only of plain

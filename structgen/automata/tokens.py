@@ -74,26 +74,27 @@ class TokenTrie:
 
     def __init__(self, tokens: list[tuple[bytes, int]], vocab_size: int, eos_ids):
         tokens = sorted(tokens)
-        parent, byte, node_of_token = [-1], [0], []
-        path = [0]  # path[d]: the node of the current token's first d bytes
-        previous = b""
-        for data, _ in tokens:
-            common = 0
-            limit = min(len(data), len(previous))
-            while common < limit and data[common] == previous[common]:
-                common += 1
-            del path[common + 1 :]
-            for b in data[common:]:
-                parent.append(path[-1])
-                byte.append(b)
-                path.append(len(parent) - 1)
-            node_of_token.append(path[-1])
-            previous = data
-        n_nodes = len(parent)
-        parent_arr = np.asarray(parent, dtype=np.int64)
-        byte_arr = np.asarray(byte, dtype=np.uint8)
-        self.token_ids = np.asarray([tid for _, tid in tokens], dtype=np.int32)
-        self.token_start = np.searchsorted(np.asarray(node_of_token, dtype=np.int64), np.arange(n_nodes + 1)).astype(np.int32)
+        # (a copy: writable, as every other trie's bytes, so that numba compiles one version)
+        token_bytes = np.frombuffer(b"".join(data for data, _ in tokens), dtype=np.uint8).copy()
+        token_end = np.cumsum([len(data) for data, _ in tokens], dtype=np.int64)
+        token_ids = np.asarray([tid for _, tid in tokens], dtype=np.int32)
+        self._build(token_bytes, token_end, token_ids, vocab_size, eos_ids)
+
+    @classmethod
+    def _of_sorted(cls, token_bytes: np.ndarray, token_end: np.ndarray, token_ids: np.ndarray, vocab_size: int,
+                   eos_ids) -> "TokenTrie":
+        """The trie of tokens already sorted by their bytes, given as arrays (a subset of
+        another trie's: no Python object per token)."""
+        trie = cls.__new__(cls)
+        trie._build(token_bytes, token_end, token_ids, vocab_size, eos_ids)
+        return trie
+
+    def _build(self, token_bytes: np.ndarray, token_end: np.ndarray, token_ids: np.ndarray, vocab_size: int,
+               eos_ids) -> None:
+        parent_arr, byte_arr, node_of_token = _trie_nodes(token_bytes, token_end)
+        n_nodes = parent_arr.size
+        self.token_ids = token_ids
+        self.token_start = np.searchsorted(node_of_token, np.arange(n_nodes + 1)).astype(np.int32)
         # Children as CSR edges grouped by parent; preorder already lists them in byte order.
         children = np.argsort(parent_arr[1:], kind="stable") + 1
         self.edge_start = np.searchsorted(parent_arr[children], np.arange(n_nodes + 1)).astype(np.int32)
@@ -106,12 +107,11 @@ class TokenTrie:
         self.vocab_size = vocab_size
         self.eos_ids = np.asarray(sorted(eos_ids), dtype=np.int64)
         self.eos_words = pack_ids(self.eos_ids, vocab_size)
-        self.tokens = tokens  # (bytes, id), sorted: what LoopSlices are cut from
-        self._token_bytes = np.frombuffer(b"".join(data for data, _ in tokens), dtype=np.uint8)
-        self._token_end = np.cumsum([len(data) for data, _ in tokens], dtype=np.int64)
+        self._token_bytes, self._token_end = token_bytes, token_end  # sorted: what LoopSlices are cut from
         self._slices: dict[bytes, LoopSlice | None] = {}
         self._sightings: dict[bytes, int] = {}
         self._built = 0
+        self._rest_built = 0  # tokens in the rest tries of the slices built
         self._slices_lock = threading.Lock()
 
     @classmethod
@@ -139,33 +139,45 @@ class TokenTrie:
             inside = _made_of(self._token_bytes, self._token_end, loops)
             count = int(inside.sum())
             got = None
-            if count >= LOOP_SLICE_MIN_TOKENS and inside.size - count <= LOOP_SLICE_MAX_REST:
-                rest = [self.tokens[i] for i in np.flatnonzero(~inside).tolist()]
+            rest_count = inside.size - count
+            if (count >= LOOP_SLICE_MIN_TOKENS and rest_count <= LOOP_SLICE_MAX_REST
+                    and self._rest_built + rest_count <= LOOP_SLICE_MAX_REST_TOTAL):
                 token_lengths = np.diff(self._token_end, prepend=0)
                 lengths = token_lengths[inside]
                 by_length = np.argsort(lengths, kind="stable")
-                long = [self.tokens[i] for i in np.flatnonzero(inside & (token_lengths > RUN_MAX)).tolist()]
                 got = LoopSlice(
                     words=pack_ids(self.token_ids[inside], self.vocab_size).view(np.uint32),
                     count=count,
-                    rest=TokenTrie(rest, self.vocab_size, self.eos_ids.tolist()),
+                    rest=self._subtrie(~inside),
                     ids_by_length=self.token_ids[inside][by_length],
                     length_start=np.searchsorted(lengths[by_length], np.arange(RUN_MAX + 2)),
-                    long=TokenTrie(long, self.vocab_size, self.eos_ids.tolist()),
+                    long=self._subtrie(inside & (token_lengths > RUN_MAX)),
                 )
             self._slices[key] = got
-            self._built += got is not None
+            if got is not None:
+                self._built += 1
+                self._rest_built += rest_count
             return got
+
+    def _subtrie(self, keep: np.ndarray) -> "TokenTrie":
+        """The trie of the tokens `keep` selects (a mask in this trie's token order)."""
+        lengths = np.diff(self._token_end, prepend=0)
+        return TokenTrie._of_sorted(self._token_bytes[np.repeat(keep, lengths)], np.cumsum(lengths[keep]),
+                                    self.token_ids[keep], self.vocab_size, self.eos_ids.tolist())
 
 
 LOOP_SLICE_SIGHTINGS = 2  # build a loop set's slice the second time a first visit meets it
 LOOP_SLICE_MIN_TOKENS = 1000  # below this the whole-trie walk is as fast
-# A trie of the other tokens is built in Python (~3 us a token): past this many, building
-# it would cost more than the walks it saves (narrow loop sets: a pattern's classes).
-LOOP_SLICE_MAX_REST = 8000
+# A trie of the other tokens is built in compiled code (~0.2 us a token, 7 ms for the
+# 33,633 tokens that are not only letters and digits): past this many, building it would
+# cost more than the walks it saves.
+LOOP_SLICE_MAX_REST = 40_000
 # Bounds for a long-running server that meets ever new loop sets (user patterns): a built
-# slice holds up to LOOP_SLICE_MAX_REST tokens' trie (~1 MB); past the cap, walks go
-# through the whole trie as they did before slices.
+# slice holds the trie of up to LOOP_SLICE_MAX_REST tokens (~120 bytes a token: 4 MB for
+# the letters and digits), and the slices of a vocabulary hold LOOP_SLICE_MAX_REST_TOTAL
+# tokens at most (~60 MB); past a cap, walks go through the whole trie as they did
+# before slices.
+LOOP_SLICE_MAX_REST_TOTAL = 500_000
 LOOP_SLICE_MAX_BUILT = 64
 LOOP_SLICE_MAX_SIGHTINGS = 4096
 
@@ -216,6 +228,40 @@ def _made_of(token_bytes, token_end, loops):
                 break
         start = token_end[t]
     return inside
+
+
+@numba.njit(cache=True)
+def _trie_nodes(token_bytes, token_end):
+    """The nodes of the trie of tokens sorted by their bytes (token t is
+    token_bytes[token_end[t - 1]:token_end[t]]), in depth-first preorder: each node's
+    parent and the byte on its edge (node 0 is the root), and each token's node. A
+    token shares the nodes of the prefix it has in common with the one before it."""
+    n_tokens = token_end.size
+    longest = 0
+    for t in range(n_tokens):
+        longest = max(longest, token_end[t] - (token_end[t - 1] if t else 0))
+    total = token_end[n_tokens - 1] if n_tokens else 0
+    parent = np.empty(total + 1, dtype=np.int64)
+    byte = np.zeros(total + 1, dtype=np.uint8)
+    node_of_token = np.empty(n_tokens, dtype=np.int64)
+    path = np.zeros(longest + 1, dtype=np.int64)  # path[d]: the node of the current token's first d bytes
+    parent[0] = -1
+    n_nodes = 1
+    previous, previous_length = 0, 0
+    for t in range(n_tokens):
+        start = token_end[t - 1] if t else 0
+        length = token_end[t] - start
+        common = 0
+        while common < min(length, previous_length) and token_bytes[start + common] == token_bytes[previous + common]:
+            common += 1
+        for d in range(common, length):
+            parent[n_nodes] = path[d]
+            byte[n_nodes] = token_bytes[start + d]
+            path[d + 1] = n_nodes
+            n_nodes += 1
+        node_of_token[t] = path[length]
+        previous, previous_length = start, length
+    return parent[:n_nodes], byte[:n_nodes], node_of_token
 
 
 @numba.njit(cache=True)
@@ -432,8 +478,9 @@ def near_state(dfa: LazyDFA, sid: int, dominant: tuple[int, int] | None, sibling
     return (t, differ) if differ.size <= NEAR_MAX_BYTES else None
 
 
-# A counted run needs this many bytes leading on together (a JSON string's characters).
-RUN_MIN_BYTES = 64
+# A counted run needs this many bytes leading on together: a JSON string's characters,
+# or a pattern's class of letters and digits (`[0-9A-Za-z]{8}`, 62 bytes).
+RUN_MIN_BYTES = 16
 _RUN_BLOCKED, _RUN_BROKEN, _RUN_DEAD, _RUN_FULL = range(4)  # how `_run` ended
 
 
