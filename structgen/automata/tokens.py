@@ -18,8 +18,9 @@ survives all its bytes. These keep it short:
     vocabulary and loop set (`LoopSlice`), and the walk goes through a small trie of
     the remaining tokens only, instead of the ~100k nodes of the whole vocabulary;
   * a state that does not loop but sends all those bytes on to one state, and that
-    one again to one state (the characters of a string with a maxLength, one count
-    after another), allows the tokens of that slice up to the run's length: they are
+    one again to one state (the characters of a string with a maxLength, or a
+    pattern's `[0-9A-Za-z]{8}`, one count after another), allows the tokens of that
+    slice up to the run's length: they are
     taken by length from the slice, and only the other tokens are walked (`run_of`);
   * a state that does not loop but reads any string of some bytes without dying (the
     name of an undeclared property at a prefix of the declared names: each letter goes
