@@ -260,63 +260,61 @@ def test_loop_slice_masks_equal_bruteforce_oracle(smollm2_vocab):
         assert allowed_at(grammar, sid) == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
 
 
+def _abcd_trie():
+    """A TokenTrie of the 20 words of one or two letters of "abcd" (id 20: EOS)."""
+    import itertools
+
+    from structgen.automata import tokens as tk
+
+    words = sorted({bytes(p) for n in (1, 2) for p in itertools.product(b"abcd", repeat=n)})
+    return tk.TokenTrie([(w, i) for i, w in enumerate(words)], len(words) + 1, [len(words)])
+
+
+def _loop_bits(letters: bytes):
+    """A loop set (4 x u64) of these bytes."""
+    import numpy as np
+
+    bits = np.zeros(4, dtype=np.uint64)
+    for b in letters:
+        bits[b // 64] |= np.uint64(1) << np.uint64(b % 64)
+    return bits
+
+
 def test_loop_slices_are_bounded(monkeypatch):
     """A server meeting ever new loop sets keeps at most LOOP_SLICE_MAX_BUILT slices and
     LOOP_SLICE_MAX_SIGHTINGS counts; past the cap a loop set simply gets no slice."""
     import itertools
-
-    import numpy as np
 
     from structgen.automata import tokens as tk
 
     monkeypatch.setattr(tk, "LOOP_SLICE_MIN_TOKENS", 1)
     monkeypatch.setattr(tk, "LOOP_SLICE_MAX_BUILT", 2)
     monkeypatch.setattr(tk, "LOOP_SLICE_MAX_SIGHTINGS", 3)
-    words = sorted({bytes(p) for n in (1, 2) for p in itertools.product(b"abcd", repeat=n)})
-    trie = tk.TokenTrie([(w, i) for i, w in enumerate(words)], len(words) + 1, [len(words)])
-
-    def loops(letters: bytes) -> np.ndarray:
-        bits = np.zeros(4, dtype=np.uint64)
-        for b in letters:
-            bits[b // 64] |= np.uint64(1) << np.uint64(b % 64)
-        return bits
-
+    trie = _abcd_trie()
     for letters in (b"ab", b"ab", b"bc", b"bc", b"cd"):
-        trie.loop_slice(loops(letters))
-    assert trie.loop_slice(loops(b"cd")) is None  # seen twice, but two slices exist already
+        trie.loop_slice(_loop_bits(letters))
+    assert trie.loop_slice(_loop_bits(b"cd")) is None  # seen twice, but two slices exist already
     built = [s for s in trie._slices.values() if s is not None]
     assert len(built) == 2
-    assert trie.loop_slice(loops(b"ab")).count == 6  # "a", "b", "aa", "ab", "ba", "bb"
+    assert trie.loop_slice(_loop_bits(b"ab")).count == 6  # "a", "b", "aa", "ab", "ba", "bb"
     for letters in itertools.combinations(b"abcdefgh", 3):  # 56 one-off loop sets
-        assert trie.loop_slice(loops(bytes(letters))) is None
+        assert trie.loop_slice(_loop_bits(bytes(letters))) is None
     assert len(trie._sightings) <= 3
 
 
 def test_loop_slices_hold_a_bounded_number_of_other_tokens(monkeypatch):
     """The tries of the tokens outside the slices built hold LOOP_SLICE_MAX_REST_TOTAL
     tokens at most, however few slices there are."""
-    import itertools
-
-    import numpy as np
-
     from structgen.automata import tokens as tk
 
     monkeypatch.setattr(tk, "LOOP_SLICE_MIN_TOKENS", 1)
     monkeypatch.setattr(tk, "LOOP_SLICE_MAX_REST_TOTAL", 20)
-    words = sorted({bytes(p) for n in (1, 2) for p in itertools.product(b"abcd", repeat=n)})  # 20 tokens
-    trie = tk.TokenTrie([(w, i) for i, w in enumerate(words)], len(words) + 1, [len(words)])
-
-    def loops(letters: bytes) -> np.ndarray:
-        bits = np.zeros(4, dtype=np.uint64)
-        for b in letters:
-            bits[b // 64] |= np.uint64(1) << np.uint64(b % 64)
-        return bits
-
+    trie = _abcd_trie()
     for letters in (b"abc", b"abc", b"ab", b"ab"):
-        trie.loop_slice(loops(letters))
-    first = trie.loop_slice(loops(b"abc"))
+        trie.loop_slice(_loop_bits(letters))
+    first = trie.loop_slice(_loop_bits(b"abc"))
     assert first is not None and first.rest.token_ids.size == 20 - 12  # "d" and what has a "d"
-    assert trie.loop_slice(loops(b"ab")) is None  # its 14 other tokens would pass 20
+    assert trie.loop_slice(_loop_bits(b"ab")) is None  # its 14 other tokens would pass 20
     assert trie._rest_built == 8
 
 
