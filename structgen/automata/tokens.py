@@ -109,6 +109,7 @@ class TokenTrie:
         self.eos_ids = np.asarray(sorted(eos_ids), dtype=np.int64)
         self.eos_words = pack_ids(self.eos_ids, vocab_size)
         self._token_bytes, self._token_end = token_bytes, token_end  # sorted: what LoopSlices are cut from
+        self._token_length = np.diff(token_end, prepend=0)
         self._slices: dict[bytes, LoopSlice | None] = {}
         self._sightings: dict[bytes, int] = {}
         self._built = 0
@@ -143,8 +144,7 @@ class TokenTrie:
             rest_count = inside.size - count
             if (count >= LOOP_SLICE_MIN_TOKENS and rest_count <= LOOP_SLICE_MAX_REST
                     and self._rest_built + rest_count <= LOOP_SLICE_MAX_REST_TOTAL):
-                token_lengths = np.diff(self._token_end, prepend=0)
-                lengths = token_lengths[inside]
+                lengths = self._token_length[inside]
                 by_length = np.argsort(lengths, kind="stable")
                 got = LoopSlice(
                     words=pack_ids(self.token_ids[inside], self.vocab_size).view(np.uint32),
@@ -152,7 +152,7 @@ class TokenTrie:
                     rest=self._subtrie(~inside),
                     ids_by_length=self.token_ids[inside][by_length],
                     length_start=np.searchsorted(lengths[by_length], np.arange(RUN_MAX + 2)),
-                    long=self._subtrie(inside & (token_lengths > RUN_MAX)),
+                    long=self._subtrie(inside & (self._token_length > RUN_MAX)),
                 )
             self._slices[key] = got
             if got is not None:
@@ -162,7 +162,7 @@ class TokenTrie:
 
     def _subtrie(self, keep: np.ndarray) -> "TokenTrie":
         """The trie of the tokens `keep` selects (a mask in this trie's token order)."""
-        lengths = np.diff(self._token_end, prepend=0)
+        lengths = self._token_length
         return TokenTrie._of_sorted(self._token_bytes[np.repeat(keep, lengths)], np.cumsum(lengths[keep]),
                                     self.token_ids[keep], self.vocab_size, self.eos_ids.tolist())
 
