@@ -212,8 +212,8 @@ def compile_json_schema(
     document passes through (the start of each key and value first, then every byte),
     so that decoding does not stop for them; None: as long as the compile took (more
     for a large schema, see WARM_PER_LARGE_COMPILE), within 1-100 ms (the default); 0
-    leaves every mask to its first use. Not part of the cache key:
-    a cached grammar not warmed yet is warmed by the first call that asks.
+    leaves every mask to its first use. Not part of the cache key: a cached grammar not
+    warmed yet is warmed by the first call that asks.
     """
     from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
 
