@@ -163,12 +163,24 @@ def _json_boundaries(example: bytes) -> list[int]:
     return out
 
 
+def _warm_offsets(example: bytes, trie) -> list[int]:
+    """The offsets of an example whose states `_warm_json` computes, in its order: the
+    JSON boundaries, then the likely token starts between them, then every other one."""
+    boundaries = _json_boundaries(example)
+    first = set(boundaries)
+    likely = [i for i in trie.token_starts(example, boundaries) if i not in first]
+    first.update(likely)
+    return boundaries + likely + [i for i in range(len(example) + 1) if i not in first]
+
+
 def _warm_json(grammar: CompiledGrammar, budget_s: float | None, timeout_s: float) -> None:
     """Compute ahead the token tables of the states an example document (every optional
     property written once, `automata.example`) reaches, for about `budget_s` (checked
     between states; None: the automatic budget, see WARM_PER_COMPILE): first at its
-    boundaries (the start of each key and value, the costliest first visits), then at
-    every other byte (inside names, numbers and counted strings, where tokens end too).
+    boundaries (the start of each key and value, the costliest first visits), then
+    where a tokenizer most likely ends a token inside names, numbers and counted strings
+    (the example cut greedily into the longest tokens, afresh at each boundary), then at
+    every other byte.
     TBM's tail is these first visits; here they are paid once per schema, when it is
     compiled, instead of in a decoding step. Once per grammar: a cached grammar that was
     warmed is not warmed again."""
@@ -181,10 +193,7 @@ def _warm_json(grammar: CompiledGrammar, budget_s: float | None, timeout_s: floa
     budget_s = min(budget_s, max(0.0, timeout_s - compile_s))  # the compile's own limit
     t0 = time.perf_counter()
     example = grammar.example()
-    boundaries = _json_boundaries(example)
-    first = set(boundaries)
-    offsets = boundaries + [i for i in range(len(example) + 1) if i not in first]
-    warmed = grammar.warm(example, offsets, budget_s)
+    warmed = grammar.warm(example, _warm_offsets(example, grammar._trie), budget_s)
     grammar.stats.update(warm_s=time.perf_counter() - t0, warmed_states=warmed)
 
 

@@ -216,3 +216,47 @@ def test_warm_takes_offsets_in_the_order_given(smollm2_vocab):
     assert grammar.warm(b'{"a": "x"}', [6, 2, 99, -1], budget_s=5.0) == 2
     assert set(grammar._tables) == {walk(grammar, b'{"a": '), walk(grammar, b'{"')}
     assert grammar.warm(b'{"b": "x"}', [9, 5, 2, 1], budget_s=5.0) == 1  # '{"b' leaves it: only '{' is new
+
+
+JSON_TEXTS = [
+    '{"ipBlock": {"cidr": "string", "except": ["string"]}, "namespaceSelector": {"matchLabels": {}}, "podSelector": 12}',
+    '{"transactionTimestamp": "2022-01-01T12:00:00Z", "deviceid": "12345678901234567", "site_admin": false}',
+    '{"metadata": {"file1.md": {"title": "Read me", "tags": ["docs", "examples"]}, "points": -200.5}}',
+]
+
+
+@pytest.mark.parametrize("text", JSON_TEXTS, ids=range(len(JSON_TEXTS)))
+def test_likely_token_starts_are_where_the_tokenizer_cuts_json(smollm2_vocab, smollm2_tokenizer, text):
+    """Cut greedily into the longest tokens, afresh at each JSON boundary, a JSON
+    document falls mostly into the SmolLM2 tokenizer's own tokens (not always: BPE
+    cuts "Timestamp" into "Tim" "estamp", the greedy cut into "Times" "ta" "mp"): its
+    warm offsets start with the states a decode of it visits."""
+    from structgen.automata.tokens import token_trie
+    from structgen.compiler import _json_boundaries, _warm_offsets
+
+    data = text.encode()
+    starts, offset = [], 0
+    for token in smollm2_tokenizer.encode(text, add_special_tokens=False):
+        starts.append(offset)
+        offset += len(smollm2_vocab.token_bytes[token])
+    trie = token_trie(smollm2_vocab)
+    greedy = trie.token_starts(data, _json_boundaries(data))
+    assert greedy[-1] == len(data) and greedy == sorted(set(greedy))
+    assert len(set(starts) - set(greedy)) <= 0.05 * len(starts)
+    assert len(greedy) <= len(starts) + 2
+    offsets = _warm_offsets(data, trie)
+    assert sorted(offsets) == list(range(len(data) + 1))
+    assert set(offsets[: len(greedy)]) == set(greedy)
+
+
+def test_token_starts_restart_at_each_boundary(smollm2_vocab):
+    """A restart inside a long token cuts it there; bytes no token starts with count
+    as one each."""
+    from structgen.automata.tokens import token_trie
+
+    trie = token_trie(smollm2_vocab)
+    assert trie.token_starts(b"information", []) == [0, 11]
+    cut = trie.token_starts(b"information", [5])
+    assert cut[:2] == [0, 5] and cut[1:] == [5 + i for i in trie.token_starts(b"mation", [])]
+    assert trie.token_starts(b"\xff\xfe", []) == [0, 1, 2]
+    assert trie.token_starts(b"", []) == [0]

@@ -116,6 +116,14 @@ class TokenTrie:
         self._rest_built = 0  # tokens in the rest tries of the slices built
         self._slices_lock = threading.Lock()
 
+    def token_starts(self, data: bytes, restarts: list[int]) -> list[int]:
+        """Where tokens start when `data` is cut greedily into the longest tokens, the
+        cutting starting afresh at each offset in `restarts` (sorted): the offsets a
+        tokenizer most likely ends a token at, that is, the states a decode visits."""
+        codes = np.frombuffer(bytes(data), dtype=np.uint8)
+        return _greedy_starts(self.edge_start, self.edge_byte, self.edge_child, self.token_start, codes,
+                              np.asarray(restarts, dtype=np.int64)).tolist()
+
     @classmethod
     def of_vocabulary(cls, vocab) -> "TokenTrie":
         special = set(vocab.special_ids)
@@ -286,6 +294,37 @@ _TRIES: dict[str, TokenTrie] = {}
 _TRIES_LOCK = threading.Lock()
 
 
+@numba.njit(nogil=True, cache=True)
+def _greedy_starts(edge_start, edge_byte, edge_child, token_start, codes, restarts):
+    """See `TokenTrie.token_starts`. A byte no token starts with counts as one."""
+    starts = np.empty(codes.size + 1, dtype=np.int64)
+    n = 0
+    pos = 0
+    r = 0  # the next restart past pos
+    while pos < codes.size:
+        starts[n] = pos
+        n += 1
+        node, longest, i = 0, 1, pos
+        while i < codes.size:
+            child = -1
+            for e in range(edge_start[node], edge_start[node + 1]):
+                if edge_byte[e] == codes[i]:
+                    child = edge_child[e]
+                    break
+            if child < 0:
+                break
+            node = child
+            i += 1
+            if token_start[node + 1] > token_start[node]:  # a token ends here
+                longest = i - pos
+        nxt = pos + longest
+        while r < restarts.size and restarts[r] <= pos:
+            r += 1
+        pos = restarts[r] if r < restarts.size and restarts[r] < nxt else nxt
+    starts[n] = codes.size
+    return starts[: n + 1].copy()
+
+
 def token_trie(vocab) -> TokenTrie:
     """The shared TokenTrie of a vocabulary (built once per vocabulary fingerprint)."""
     key = vocab.fingerprint
@@ -300,6 +339,7 @@ def token_trie(vocab) -> TokenTrie:
             _made_of(trie._token_bytes[:0], trie._token_end[:0], np.zeros(4, dtype=np.uint64))
             _run(np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=bool), 0, np.zeros(1, dtype=np.int64), 0)
             _dominant(np.zeros(256, dtype=np.int32))
+            trie.token_starts(b"", [])
             _TRIES[key] = trie
         return trie
 
