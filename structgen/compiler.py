@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 from structgen.automata.dfa import LazyDFA
 from structgen.automata.flat import FlatDFA, FlatUnsupported
 from structgen.automata.nfa import LazyNFA
+from structgen.automata.tokens import token_trie
 from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError
 from structgen.grammar import ir
 from structgen.grammar.string_except import StringExcept
@@ -193,7 +194,7 @@ def _warm_json(grammar: CompiledGrammar, budget_s: float | None, timeout_s: floa
     budget_s = min(budget_s, max(0.0, timeout_s - compile_s))  # the compile's own limit
     t0 = time.perf_counter()
     example = grammar.example()
-    warmed = grammar.warm(example, _warm_offsets(example, grammar._trie), budget_s)
+    warmed = grammar.warm(example, _warm_offsets(example, token_trie(grammar.vocab)), budget_s)
     grammar.stats.update(warm_s=time.perf_counter() - t0, warmed_states=warmed)
 
 
