@@ -289,11 +289,12 @@ def test_flat_refuses_states_past_the_item_bound(monkeypatch):
 
 
 def test_flat_token_walk_cache_follows_the_row_builder():
-    """numba caches tokens._walk_building's (and _plain_tokens') machine code, flat.py's row builder linked
-    in, under its own bytecode and closure: the closure holds a stamp of flat.py, so an
-    edit of flat.py does not leave the walk building rows with the old code."""
+    """numba caches the machine code of tokens._walk_building (and _plain_tokens,
+    _sliced_tokens), flat.py's row builder linked in, under its own bytecode and
+    closure: the closure holds a stamp of flat.py, so an edit of flat.py does not leave
+    the walk building rows with the old code."""
     from structgen.automata import tokens
-    for compiled in (tokens._walk_building, tokens._plain_tokens):
+    for compiled in (tokens._walk_building, tokens._plain_tokens, tokens._sliced_tokens):
         cells = [cell.cell_contents for cell in compiled.py_func.__closure__]
         assert flat.CODE_STAMP in cells
     import hashlib

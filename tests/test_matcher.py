@@ -230,7 +230,7 @@ def test_choice(smollm2_vocab, smollm2_tokenizer):
         structgen.compile_choice("abc", smollm2_vocab)
 
 
-def test_loop_slice_masks_equal_bruteforce_oracle(smollm2_vocab):
+def test_loop_slice_masks_equal_bruteforce_oracle(smollm2_vocab, monkeypatch):
     """Every JSON string body loops on the same bytes: once that loop set has been met
     twice, a string state's mask is its LoopSlice (the packed tokens made only of those
     bytes) plus a walk of the trie of the other tokens. It must equal the oracle."""
@@ -250,13 +250,20 @@ def test_loop_slice_masks_equal_bruteforce_oracle(smollm2_vocab):
 
     for _ in range(2):  # the second grammar meets a loop set already sighted
         structgen.clear_cache()
-        grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+        grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
         states = string_states(grammar)
         for sid in states:
-            grammar.tokens_of(sid)
+            assert allowed_at(grammar, sid) == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
     assert len(states) >= 3
     for sid in states:
         assert grammar._trie.loop_slice(grammar.dfa.loops[sid]) is not None, f"state {sid} walked the whole trie"
+        assert allowed_at(grammar, sid) == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+    # Without a slice (a loop set met once, or one that does not pay), a looping state's
+    # mask is a walk of the whole trie, in the same compiled call.
+    monkeypatch.setattr(grammar._trie, "loop_slice", lambda loops: None)
+    structgen.clear_cache()
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    for sid in string_states(grammar):
         assert allowed_at(grammar, sid) == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
 
 
@@ -407,10 +414,12 @@ def test_free_key_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer
 
     from structgen.automata import tokens as tk
 
-    free = []
-    real = tk._walked_tokens
+    free = []  # the states whose mask took a free-bytes slice unwalked (in Python or in one compiled call)
+    real, real_flat = tk._walked_tokens, tk._sliced_flat
     monkeypatch.setattr(tk, "_walked_tokens",
                         lambda *a, **k: (free.append(a[2]) if k.get("free_piece") else None) or real(*a, **k))
+    monkeypatch.setattr(tk, "_sliced_flat",
+                        lambda *a, **k: (free.append(a[2]) if k.get("free_bytes") else None) or real_flat(*a, **k))
     schema = {
         "type": "object",
         "properties": {"name": {"type": "string"}, "nickname": {"type": "string"}, "age": {"type": "integer"},

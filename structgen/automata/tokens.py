@@ -108,6 +108,7 @@ class TokenTrie:
         self.vocab_size = vocab_size
         self.eos_ids = np.asarray(sorted(eos_ids), dtype=np.int64)
         self.eos_words = pack_ids(self.eos_ids, vocab_size)
+        self.no_words = np.zeros(bitmask_words(vocab_size), dtype=np.uint32)  # an empty mask, only copied from
         self._token_bytes, self._token_end = token_bytes, token_end  # sorted: what LoopSlices are cut from
         self._token_length = np.diff(token_end, prepend=0)
         self._slices: dict[bytes, LoopSlice | None] = {}
@@ -578,11 +579,15 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
     not near it."""
     if isinstance(dfa, FlatDFA):
         with dfa._lock:
-            allowed, words = dfa.run(_plain_tokens, lambda: (
+            allowed, words, free = dfa.run(_plain_tokens, lambda: (
                 dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
                 trie.token_start, trie.token_ids, trie.subtree_end, trie.below, trie.eos_words.view(np.uint32), sid))
         if allowed >= 0:  # a plain state, done in one compiled call
             return StateTokens(words=words.view(np.int32), num_allowed=allowed)
+        if allowed != NOT_PLAIN_WIDE:  # a loop or free bytes: the slice's tokens, then one walk of the rest
+            piece = trie.loop_slice(free if allowed == NOT_PLAIN_FREE else dfa.loops[sid])
+            if piece is not None or allowed == NOT_PLAIN_LOOP:
+                return _sliced_flat(dfa, trie, sid, piece, free_bytes=allowed == NOT_PLAIN_FREE)
     dfa.expand(sid)
     free = dfa.free_bytes(sid)
     piece = trie.loop_slice(free) if free is not None else None
@@ -599,6 +604,19 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
     if key is not None and (near is None or near[0] != key):  # not near its dominant target:
         siblings[key] = sid  # the candidate for the next such state
     return table
+
+
+def _sliced_flat(dfa: FlatDFA, trie: TokenTrie, sid: int, piece: LoopSlice | None, free_bytes: bool) -> StateTokens:
+    """`_walked_tokens` in one compiled call, for a state whose row is built and that
+    loops or has free bytes: the tokens of `piece` (its slice), then a walk of the
+    others -- of the whole trie without a slice (a loop set with too few tokens)."""
+    words, count, rest = (piece.words, piece.count, piece.rest) if piece is not None else (trie.no_words, 0, trie)
+    with dfa._lock:
+        allowed, words = dfa.run(_sliced_tokens, lambda: (
+            dfa.table, dfa.expanded, dfa.loops, dfa.accepting, rest.edge_start, rest.edge_byte, rest.edge_child,
+            rest.token_start, rest.token_ids, rest.subtree_end, rest.below, words, count,
+            trie.eos_words.view(np.uint32), sid))
+    return StateTokens(words=words.view(np.int32), num_allowed=allowed, rows_built=not free_bytes)
 
 
 def _walked_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant,
@@ -727,8 +745,10 @@ def _walk_building_for(flat_stamp: int):
                      eos_words, sid, max_items, max_nesting):
         """`state_tokens` in one call for a plain state -- no loop, no free bytes, few
         live bytes (so no near state and no counted run): its row, then the walk of the
-        whole trie from it. Returns (allowed count, mask words), or (-1, nothing) for a
-        state that is not plain, which Python then takes its own way."""
+        whole trie from it. Returns (allowed count, mask words, free bytes); for a state
+        that is not plain, (NOT_PLAIN_FREE, nothing, its free bytes) where it has free
+        bytes beyond its loops, else NOT_PLAIN_WIDE where it may be near a state or start
+        a counted run (many live bytes, most of them not looping), else NOT_PLAIN_LOOP."""
         g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
         st = (s0, s1, s2, s3, s4, s5, s6, s7)
         words = np.zeros(eos_words.size + 0 * flat_stamp, dtype=np.uint32)  # (the stamp, as above)
@@ -736,24 +756,57 @@ def _walk_building_for(flat_stamp: int):
             expand_rows(g, st, table, expanded, loops, accepting, np.full(1, sid, dtype=np.int64), max_items,
                         max_nesting)
             if s0[M_FAILED]:  # the call is run again (`FlatDFA.run`)
-                return -1, words[:0]
-        _, _, live = _dominant(table[sid])  # as `dominant_target`: few live bytes, no near state or run
-        if loops[sid, 0] | loops[sid, 1] | loops[sid, 2] | loops[sid, 3] or live > 2 * NEAR_MAX_BYTES:
-            return -1, words[:0]
-        free, _ = _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid)
-        if free[0] | free[1] | free[2] | free[3]:
-            return -1, words[:0]
+                return NOT_PLAIN_FAILED, words[:0], np.zeros(4, dtype=np.uint64)
+        free, beyond_loops = _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid)
+        if beyond_loops:
+            return NOT_PLAIN_FREE, words[:0], free
+        target, _, live = _dominant(table[sid])  # as `dominant_target`
+        if live > 2 * NEAR_MAX_BYTES and target != sid:
+            return NOT_PLAIN_WIDE, words[:0], free
+        if loops[sid, 0] | loops[sid, 1] | loops[sid, 2] | loops[sid, 3]:
+            return NOT_PLAIN_LOOP, words[:0], free
         nodes = np.zeros(1, dtype=np.int64)
         states = np.full(1, sid, dtype=np.int64)
         allowed = walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start,
                             token_ids, subtree_end, below, nodes, states, words, max_items, max_nesting)
         if accepting[sid]:
-            for w in range(words.size):
-                allowed += _bit_count(eos_words[w])
-                words[w] |= eos_words[w]
+            allowed += _with_eos(words, eos_words)
+        return allowed, words, free
+
+    @numba.njit(nogil=True, cache=True)
+    def sliced_tokens(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
+                      g_free, s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
+                      edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
+                      slice_words, slice_count, eos_words, sid, max_items, max_nesting):
+        """`state_tokens` in one call for a state whose row is built and whose slice
+        (`LoopSlice`: its loop set's, or its free bytes') is known: the slice's tokens,
+        then the walk of the trie given -- the slice's other tokens -- from the state.
+        Returns (allowed count, mask words)."""
+        g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
+        st = (s0, s1, s2, s3, s4, s5, s6, s7)
+        words = slice_words.copy()
+        nodes = np.zeros(1 + 0 * flat_stamp, dtype=np.int64)  # (the stamp, as above)
+        states = np.full(1, sid, dtype=np.int64)
+        allowed = slice_count + walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
+                                          token_start, token_ids, subtree_end, below, nodes, states, words, max_items,
+                                          max_nesting)
+        if accepting[sid]:
+            allowed += _with_eos(words, eos_words)
         return allowed, words
 
-    return walk_building, plain_tokens
+    return walk_building, plain_tokens, sliced_tokens
 
 
-_walk_building, _plain_tokens = _walk_building_for(CODE_STAMP)
+@numba.njit(nogil=True, cache=True, inline="always")
+def _with_eos(words, eos_words):
+    """Allow the EOS tokens in `words` (none of them set before): how many."""
+    count = 0
+    for w in range(words.size):
+        count += _bit_count(eos_words[w])
+        words[w] |= eos_words[w]
+    return count
+
+
+# What `_plain_tokens` returns for a state that is not plain (see there).
+NOT_PLAIN_LOOP, NOT_PLAIN_FREE, NOT_PLAIN_WIDE, NOT_PLAIN_FAILED = -1, -2, -3, -4
+_walk_building, _plain_tokens, _sliced_tokens = _walk_building_for(CODE_STAMP)
