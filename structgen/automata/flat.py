@@ -711,8 +711,12 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
     """The items reachable without a byte from one work item (enter `node0` then
     `cont0`, or resume `cont0`), pooled as a sorted set; returns its id. A worklist
     version of `LazyNFA._enter` / `_resume`. Each (op, node, state, continuation) is
-    worked once, so each leaf item is met once: `out` needs no set. Returns 0 once the
-    call has failed.
+    worked once, so each leaf item is met once: `out` needs no set -- but for the
+    continuations whose resumption is known already (`_resumed`), whose items are copied
+    in instead of worked out again, so the result is made unique where one was. Inside
+    a string every state's closure resumes the string body's continuation: a character
+    read, an escape or a multi-byte character finished. Returns 0 once the call has
+    failed.
 
     Like `_expand`, it takes the arrays out of `g` and `st` once and hands helpers the
     arrays themselves: each use of a tuple's element costs an atomic reference count
@@ -726,6 +730,7 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
     count = 0
     out = np.empty(64, dtype=np.int64)
     n_out = 0
+    spliced = False
     while top:
         if meta[M_FAILED]:
             return 0
@@ -738,6 +743,16 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
         if op == OP_RESUME:
             if cont == DONE:
                 found = ACCEPT
+            elif frames[cont, FRAME_RESUMED] >= 0:  # worked out before: its items, without the work
+                # (that set passed the nesting bound when it was worked out, from its own depth)
+                known = _set_items(set_start, set_pool, frames[cont, FRAME_RESUMED])
+                while n_out + known.size > out.size:
+                    out = _doubled_out(out, n_out, max_items, meta)
+                    if meta[M_FAILED]:
+                        return 0
+                out[n_out : n_out + known.size] = known
+                n_out += known.size
+                spliced = True
             else:
                 fkind, fnode, findex, fparent = frames[cont, 0], frames[cont, 1], frames[cont, 2], frames[cont, 3]
                 if fkind == F_C:
@@ -798,21 +813,45 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
                 stack, top = _repeat(a, b, c, nonempty, meta, slots, frames, stack, top, x, 0, cont, depth)
         if found >= 0:
             if n_out == out.size:
-                if n_out >= max_items:
-                    _fail(meta, FAILED_AMBIGUOUS)
+                out = _doubled_out(out, n_out, max_items, meta)
+                if meta[M_FAILED]:
                     return 0
-                bigger = np.empty(2 * n_out, dtype=np.int64)
-                bigger[:n_out] = out
-                out = bigger
             out[n_out] = found
             n_out += 1
-    if n_out > max_items:
-        _fail(meta, FAILED_AMBIGUOUS)
     if meta[M_FAILED]:
         return 0
     found_items = out[:n_out].copy()
     found_items.sort()
+    if spliced:  # a spliced set may hold items found another way too
+        found_items = _sorted_unique(found_items)
+    if found_items.size > max_items:
+        _fail(meta, FAILED_AMBIGUOUS)
+        return 0
     return _pool(meta, set_start, set_pool, found_items)
+
+
+@numba.njit(cache=True, inline="always")
+def _doubled_out(out, n_out, max_items, meta):
+    """The closure's item array, twice as large; fails the call (too ambiguous) past
+    twice the item budget (spliced sets may repeat items: the exact count is taken at
+    the end)."""
+    if n_out >= 2 * max_items:
+        _fail(meta, FAILED_AMBIGUOUS)
+        return out
+    bigger = np.empty(2 * out.size, dtype=np.int64)
+    bigger[:n_out] = out[:n_out]
+    return bigger
+
+
+@numba.njit(cache=True, inline="always")
+def _sorted_unique(items):
+    """A sorted array without its repeats (in place; a view of its front)."""
+    n = 0
+    for i in range(items.size):
+        if n == 0 or items[i] != items[n - 1]:
+            items[n] = items[i]
+            n += 1
+    return items[:n]
 
 
 @numba.njit(cache=True, inline="always")
@@ -1298,16 +1337,17 @@ class FlatDFA(TableDFA):
                 if failed != GROW_STATES:  # those _reserve grows
                     _grown(self._store, failed - 1)
                 continue
-            if self.num_states > self.max_states:
+            if meta[M_STATES] > self.max_states:
                 raise self.too_many_states()
             return result
 
     def _reserve(self) -> None:
         """Room in the per-state arrays for one more state (after a call failed on
         GROW_STATES, they are full)."""
-        while self.num_states + 1 > self.table.shape[0]:
+        needed = int(self._store[S_META][M_STATES]) + 1  # (asked at every call: no property)
+        while needed > self.table.shape[0]:
             self._grow()
-        while self.num_states + 1 > self._store[S_STATE_SET].size:
+        while needed > self._store[S_STATE_SET].size:
             _grown(self._store, M_STATES)
 
     def _build_row(self, sid: int) -> None:
