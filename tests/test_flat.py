@@ -267,6 +267,30 @@ def test_flat_compiles_no_machine_code_after_the_warm_up(smollm2_vocab, smollm2_
     assert {f: len(f.signatures) for f in dispatchers} == signatures
 
 
+def test_the_code_warm_up_loads_every_compiled_entry_of_a_mask():
+    """The warm-up of a fresh process (`compiler._load_flat_code`, before any compile is
+    timed) runs each compiled entry point a mask or a step may call -- the plain walk,
+    the walk building rows, the sliced walk of a loop or a key's free bytes, a counted
+    run, rows and steps from Python -- so none is loaded or compiled mid-decode. In a
+    subprocess: this one has run them all already."""
+    import subprocess
+    import sys
+
+    script = (
+        "from structgen.default_model import load_default_tokenizer\n"
+        "from structgen.vocab import Vocabulary\n"
+        "from structgen.compiler import _load_flat_code\n"
+        "from structgen.automata import flat, tokens\n"
+        "_load_flat_code(Vocabulary.from_tokenizer(load_default_tokenizer()))\n"
+        "entries = {'tokens.' + n: getattr(tokens, n) for n in ('_plain_tokens', '_walk_building', '_sliced_tokens')}\n"
+        "entries.update({'flat.' + n: getattr(flat, n) for n in ('_expand_entry', '_walk_entry', '_free_entry')})\n"
+        "print(sorted(name for name, f in entries.items() if not f.signatures))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
 def test_flat_refuses_what_it_cannot_build():
     entries = [ir.lit(f'"k{i}": 1') for i in range(61)]  # states past an int64
     with pytest.raises(FlatUnsupported, match="61 properties"):
