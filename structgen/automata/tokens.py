@@ -36,7 +36,8 @@ back; they are expanded in Python and the walk resumes from where it stopped. Ov
 compiled automaton (`flat.FlatDFA`) the walk builds those rows itself and goes on, and
 a plain state (none of the shortcuts above applies: most states) is done whole in one
 compiled call, its own row included (`_plain_tokens`): the Python steps around a walk
-cost as much as the walk of a state that allows few tokens.
+cost as much as the walk of a state that allows few tokens. A state that loops or has
+free bytes takes one more call, once its slice is looked up (`_sliced_tokens`).
 """
 
 from __future__ import annotations
