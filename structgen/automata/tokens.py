@@ -704,24 +704,31 @@ def _walk_from_flat(dfa: FlatDFA, trie: TokenTrie, nodes: np.ndarray, states: np
             trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words))
 
 
-def _walk_building_for(flat_stamp: int):
-    """`_walk_building` and `_plain_tokens`, compiled with `flat.CODE_STAMP` in their
-    closure: numba keys its cache by the closure too, so an edit of flat.py, whose row
-    builder they link in, compiles them afresh."""
+@numba.njit(nogil=True, cache=True, inline="always")
+def _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start, token_ids,
+               subtree_end, below, nodes, states, words, max_items, max_nesting):
+    """`_walk` from (node, state) pairs, then the rows it stopped at, then `_walk` again
+    from there, until done: how many tokens it allowed. Inlined into the entries below,
+    whose cache keys carry flat.py's stamp."""
+    allowed = 0
+    while nodes.size:
+        count, nodes, states = _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start,
+                                     token_ids, subtree_end, below, nodes, states, words)
+        allowed += count
+        if nodes.size:
+            expand_rows(g, st, table, expanded, loops, accepting, np.unique(states), max_items, max_nesting)
+            if st[0][M_FAILED]:  # the call is run again (`FlatDFA.run`)
+                break
+    return allowed
 
-    @numba.njit(nogil=True, cache=True, inline="always")
-    def walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start, token_ids,
-                  subtree_end, below, nodes, states, words, max_items, max_nesting):
-        allowed = 0
-        while nodes.size:
-            count, nodes, states = _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start,
-                                         token_ids, subtree_end, below, nodes, states, words)
-            allowed += count
-            if nodes.size:
-                expand_rows(g, st, table, expanded, loops, accepting, np.unique(states), max_items, max_nesting)
-                if st[0][M_FAILED]:  # the call is run again (`FlatDFA.run`)
-                    break
-        return allowed
+
+def _walk_building_for(flat_stamp: int):
+    """`_walk_building`, `_plain_tokens` and `_sliced_tokens`, compiled with
+    `flat.CODE_STAMP` in their closure: numba keys its cache by the closure too, so an
+    edit of flat.py, whose row builder they link in, compiles them afresh. The stamp
+    must be all the closure holds: numba keys the cache by the pickled values of the
+    closure's cells, and a compiled function's pickle differs from one process to the
+    next, so a function in a cell made every process compile these again (~20 s)."""
 
     @numba.njit(nogil=True, cache=True)
     def walk_building(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
@@ -735,7 +742,7 @@ def _walk_building_for(flat_stamp: int):
         g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
         st = (s0, s1, s2, s3, s4, s5, s6, s7)
         allowed = 0 * flat_stamp  # (the stamp must be used to be in the closure)
-        return allowed + walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
+        return allowed + _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
                                    token_start, token_ids, subtree_end, below, nodes, states, words, max_items,
                                    max_nesting)
 
@@ -768,7 +775,7 @@ def _walk_building_for(flat_stamp: int):
             return NOT_PLAIN_LOOP, words[:0], free
         nodes = np.zeros(1, dtype=np.int64)
         states = np.full(1, sid, dtype=np.int64)
-        allowed = walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start,
+        allowed = _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start,
                             token_ids, subtree_end, below, nodes, states, words, max_items, max_nesting)
         if accepting[sid]:
             allowed += _with_eos(words, eos_words)
@@ -788,7 +795,7 @@ def _walk_building_for(flat_stamp: int):
         words = slice_words.copy()
         nodes = np.zeros(1 + 0 * flat_stamp, dtype=np.int64)  # (the stamp, as above)
         states = np.full(1, sid, dtype=np.int64)
-        allowed = slice_count + walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
+        allowed = slice_count + _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
                                           token_start, token_ids, subtree_end, below, nodes, states, words, max_items,
                                           max_nesting)
         if accepting[sid]:
