@@ -283,7 +283,7 @@ def test_the_code_warm_up_loads_every_compiled_entry_of_a_mask():
         "from structgen.automata import flat, tokens\n"
         "_load_flat_code(Vocabulary.from_tokenizer(load_default_tokenizer()))\n"
         "entries = {'tokens.' + n: getattr(tokens, n) for n in ('_plain_tokens', '_walk_building', '_sliced_tokens')}\n"
-        "entries.update({'flat.' + n: getattr(flat, n) for n in ('_expand_entry', '_walk_entry', '_free_entry')})\n"
+        "entries.update({'flat.' + n: getattr(flat, n) for n in ('_expand_entry', '_walk_entry')})\n"
         "print(sorted(name for name, f in entries.items() if not f.signatures))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)

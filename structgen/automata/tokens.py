@@ -589,8 +589,12 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
             piece = trie.loop_slice(free if allowed == NOT_PLAIN_FREE else dfa.loops[sid])
             if piece is not None or allowed == NOT_PLAIN_LOOP:
                 return _sliced_flat(dfa, trie, sid, piece, free_bytes=allowed == NOT_PLAIN_FREE)
-    dfa.expand(sid)
-    free = dfa.free_bytes(sid)
+        # Free bytes without a slice (their set was just sighted), or none: nothing for
+        # the lines below to look up again -- a second sighting would build the slice.
+        free = None
+    else:
+        dfa.expand(sid)
+        free = dfa.free_bytes(sid)
     piece = trie.loop_slice(free) if free is not None else None
     if piece is not None:
         return _walked_tokens(dfa, trie, sid, None, free_piece=piece)
@@ -743,8 +747,8 @@ def _walk_building_for(flat_stamp: int):
         st = (s0, s1, s2, s3, s4, s5, s6, s7)
         allowed = 0 * flat_stamp  # (the stamp must be used to be in the closure)
         return allowed + _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
-                                   token_start, token_ids, subtree_end, below, nodes, states, words, max_items,
-                                   max_nesting)
+                                    token_start, token_ids, subtree_end, below, nodes, states, words, max_items,
+                                    max_nesting)
 
     @numba.njit(nogil=True, cache=True)
     def plain_tokens(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
@@ -776,7 +780,7 @@ def _walk_building_for(flat_stamp: int):
         nodes = np.zeros(1, dtype=np.int64)
         states = np.full(1, sid, dtype=np.int64)
         allowed = _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start,
-                            token_ids, subtree_end, below, nodes, states, words, max_items, max_nesting)
+                             token_ids, subtree_end, below, nodes, states, words, max_items, max_nesting)
         if accepting[sid]:
             allowed += _with_eos(words, eos_words)
         return allowed, words, free
@@ -796,8 +800,8 @@ def _walk_building_for(flat_stamp: int):
         nodes = np.zeros(1 + 0 * flat_stamp, dtype=np.int64)  # (the stamp, as above)
         states = np.full(1, sid, dtype=np.int64)
         allowed = slice_count + _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
-                                          token_start, token_ids, subtree_end, below, nodes, states, words, max_items,
-                                          max_nesting)
+                                           token_start, token_ids, subtree_end, below, nodes, states, words, max_items,
+                                           max_nesting)
         if accepting[sid]:
             allowed += _with_eos(words, eos_words)
         return allowed, words
