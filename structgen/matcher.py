@@ -232,9 +232,20 @@ class Matcher:
             for byte in grammar._token_bytes[token_id]:
                 state = rows[state, byte]
             state = int(state)
-        else:  # allowed without a walk (tokens.StateTokens.rows_built): follow its path
-            with grammar.dfa._lock:
-                state = grammar.dfa.walk(state, grammar._token_bytes[token_id])
+        else:  # allowed without a walk (tokens.StateTokens.rows_built): follow its path,
+            # through the table while its rows are built (no row changes once built), and
+            # where one is not, in one compiled call. (`expanded` is read first: a table
+            # grown since holds every row it marks.)
+            built = grammar.dfa.expanded
+            rows, data = grammar.dfa.table, grammar._token_bytes[token_id]
+            at = 0
+            while at < len(data) and state >= 0 and built[state]:
+                state = rows[state, data[at]]
+                at += 1
+            state = int(state)
+            if at < len(data):
+                with grammar.dfa._lock:
+                    state = grammar.dfa.walk(state, data[at:])
         table.next_state[token_id] = state  # one dict store: safe beside other threads
         self._stack.append(state)
         return True

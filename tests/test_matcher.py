@@ -233,11 +233,14 @@ def test_choice(smollm2_vocab, smollm2_tokenizer):
 def test_loop_slice_masks_equal_bruteforce_oracle(smollm2_vocab, monkeypatch):
     """Every JSON string body loops on the same bytes: once that loop set has been met
     twice, a string state's mask is its LoopSlice (the packed tokens made only of those
-    bytes) plus a walk of the trie of the other tokens. It must equal the oracle."""
+    bytes) plus a walk of the trie of the other tokens. It must equal the oracle. (The
+    strings have a minLength: a string without bounds takes its body's tables instead,
+    see the next test.)"""
     import json
 
-    schema = {"type": "object", "properties": {k: {"type": "string"} for k in "abc"}, "required": list("abc")}
-    text = json.dumps({"a": "x y", "b": 'é"q', "c": ""}).encode()
+    string = {"type": "string", "minLength": 1}
+    schema = {"type": "object", "properties": {k: string for k in "abc"}, "required": list("abc")}
+    text = json.dumps({"a": "x y", "b": 'é"q', "c": "z"}).encode()
 
     def string_states(grammar):
         sid, visited = grammar.dfa.start, []
@@ -265,6 +268,43 @@ def test_loop_slice_masks_equal_bruteforce_oracle(smollm2_vocab, monkeypatch):
     grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
     for sid in string_states(grammar):
         assert allowed_at(grammar, sid) == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+
+
+def test_string_body_masks_equal_bruteforce_oracle(smollm2_vocab):
+    """A state inside a JSON string without bounds (a string value, the name of an
+    undeclared property) takes its mask from its vocabulary's BodyExits -- the tokens
+    that stay inside or close the string there, and a walk of what the others read
+    after the closing quote -- without building its own row. It must equal the oracle,
+    and so must a state where a string body is one branch among others, which cannot
+    take it (checked by that path: its row is built)."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"anyOf": [{"type": "string"}, {"type": "string", "pattern": "^x+$"}]},
+                       "c": {"type": "array", "items": {"type": "string"}}},
+        "required": ["a", "b", "c"],
+    }
+    text = json.dumps({"a": 'é "q\\ 中 🙂', "b": "xx", "c": ["", "ü"], "undeclared": "v"}, ensure_ascii=False).encode()
+    structgen.clear_cache()
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    visited = [int(s) for s in grammar.dfa.path(grammar.dfa.start, text)]
+    assert min(visited) >= 0
+    bodies, others = [], []
+    for sid in dict.fromkeys(visited):
+        (bodies if grammar.dfa.body_exit(sid) >= 0 else others).append(sid)
+    # "a"'s body, the strings of "c" (one state for both), the undeclared name once it
+    # has left the declared names, and its value; not "b"'s
+    b_state = visited[text.index(b'"b": "') + len(b'"b": "x')]
+    assert len(bodies) == 4 and b_state in others
+    assert_masks_match_oracle(grammar, bodies + others, smollm2_vocab)
+    # a matcher follows allowed tokens from a body state whose row was never built
+    start = visited[text.index(b'"a": "') + len(b'"a": "')]
+    assert start in bodies
+    allowed = sorted(allowed_at(grammar, start))
+    for tid in random.Random(0).sample(allowed, 200):
+        matcher = grammar.matcher()
+        matcher._stack[-1] = start
+        assert matcher.accept_token(tid)
+        assert matcher._stack[-1] == grammar.dfa.walk(start, smollm2_vocab.token_bytes[tid]) >= 0
 
 
 def _abcd_trie():

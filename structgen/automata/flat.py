@@ -47,6 +47,7 @@ from structgen.automata.dfa import DEAD, TableDFA
 from structgen.automata.nfa import MAX_RULE_NESTING, MAX_STATE_ITEMS, LazyNFA, too_ambiguous
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
+from structgen.grammar.charset import json_body_ir
 
 K_BYTES, K_BYTESET, K_CONCAT, K_ALT, K_REPEAT, K_GRAPH, K_REF, K_MEMBERS = range(8)
 F_C, F_L, F_R, F_G, F_M = 1, 2, 3, 4, 5  # frame kinds: rest of a Concat, last item, Repeat, Graph state, Members state
@@ -306,6 +307,10 @@ class FlatIR:
         self.num_nodes = block.num_nodes
         self.nonempty = block.nonempty
         self.has_free = bool((block.g_free >= 0).any())
+        # The node of any JSON string body, where this IR has it: a state in such a body
+        # takes its mask from tables made once per vocabulary (`_body_exit`).
+        body = id(json_body_ir())
+        self.body_node = flattener.ids.get(body, flattener.base.ids.get(body, -1))
         self.arrays = (
             block.kind, block.a, block.b, block.c, block.kids, block.data, block.bitsets, block.nonempty,
             block.g_final, block.g_edge_start, block.g_dst, block.g_label, block.g_live, block.g_free,
@@ -1203,6 +1208,80 @@ def _step(g, st, accepting, sid, byte, max_items, max_nesting):
     return DEAD if meta[M_FAILED] else state
 
 
+QUOTE = 0x22
+BODY_FRAME_DEPTH = 4  # how far up an item's continuation a body's Repeat frame may be
+
+
+@numba.njit(cache=True, inline="always")
+def _reads_only_quote(kind, a, data, bitsets, item_rows, it):
+    """Whether set item `it` is a leaf that reads the byte '"' and no other."""
+    if it == ACCEPT or item_rows[it, 0] < 0:
+        return False
+    leaf, offset = item_rows[it, 0], item_rows[it, 1]
+    if kind[leaf] == K_BYTES:
+        return data[a[leaf] + offset] == QUOTE
+    row = bitsets[a[leaf]]
+    return row[0] == np.uint64(1) << np.uint64(QUOTE) and row[1] == 0 and row[2] == 0 and row[3] == 0
+
+
+@numba.njit(cache=True, inline="always")
+def _reads_quote(kind, a, data, bitsets, item_rows, it):
+    if it == ACCEPT or item_rows[it, 0] < 0:
+        return False
+    leaf, offset = item_rows[it, 0], item_rows[it, 1]
+    if kind[leaf] == K_BYTES:
+        return data[a[leaf] + offset] == QUOTE
+    return (bitsets[a[leaf], 0] >> np.uint64(QUOTE)) & np.uint64(1) != 0
+
+
+@numba.njit(cache=True)
+def _body_exit(g, st, accepting, sid, body, max_items, max_nesting):
+    """Where `sid` is a JSON string body's state -- exactly what resuming the Repeat
+    `body` (`json_body_ir`) with some continuation P reaches, P reading a closing '"'
+    and nothing else -- the state after that quote; else -1 (DEAD). From such a state
+    a token goes exactly as from the body's state of the grammar `body '"'` up to the
+    quote that closes the string, and from there as from the returned state: so its
+    mask is that grammar's, made once per vocabulary, and a walk of the tokens' rests
+    after the quote from the returned state (`tokens.BodyExits`). Builds no row of
+    `sid` (the string's characters, escapes and multi-byte characters each have some);
+    reads the items' continuations only."""
+    kind, a, data, bitsets = g[0], g[1], g[5], g[6]
+    meta, frames, item_rows, set_start, set_pool, state_set = (
+        st[S_META], st[S_FRAMES], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET])
+    frame = DONE
+    for it in _set_items(set_start, set_pool, state_set[sid]):
+        if it == ACCEPT or item_rows[it, 0] < 0:
+            return DEAD
+        cont = item_rows[it, 2]
+        for _ in range(BODY_FRAME_DEPTH):
+            if cont == DONE or (frames[cont, 0] == F_R and frames[cont, 1] == body):
+                break
+            cont = frames[cont, 3]
+        if cont != DONE and frames[cont, 0] == F_R and frames[cont, 1] == body:
+            frame = cont
+            break
+    if frame == DONE:
+        return DEAD
+    body_ref = _resumed(g, st, frames, frame, max_items, max_nesting)
+    exit_ref = _resumed(g, st, frames, frames[frame, 3], max_items, max_nesting)
+    if meta[M_FAILED]:
+        return DEAD
+    items = _set_items(set_start, set_pool, state_set[sid])
+    resumed = _set_items(set_start, set_pool, body_ref)
+    if resumed.size != items.size or not (resumed == items).all():
+        return DEAD  # more than the body (another branch), or less
+    exits = _set_items(set_start, set_pool, exit_ref)
+    if exits.size == 0:
+        return DEAD
+    for it in exits:
+        if not _reads_only_quote(kind, a, data, bitsets, item_rows, it):
+            return DEAD
+    for it in items:  # no character of the body reads a raw quote
+        if _reads_quote(kind, a, data, bitsets, item_rows, it) and not (exits == it).any():
+            return DEAD
+    return _step(g, st, accepting, sid, QUOTE, max_items, max_nesting)
+
+
 # Entry points called from Python take each array as its own argument (numba types a
 # tuple argument anew at every call).
 @numba.njit(cache=True)
@@ -1281,6 +1360,13 @@ def _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid):
 def _items_entry(s0, s1, s2, s3, s4, s5, s6, s7, sid):
     st = (s0, s1, s2, s3, s4, s5, s6, s7)
     return _set_items(st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET][sid]).copy()
+
+
+@numba.njit(cache=True)
+def _body_exit_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
+                     g_free, s0, s1, s2, s3, s4, s5, s6, s7, accepting, sid, body, max_items, max_nesting):
+    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
+    return _body_exit(g, (s0, s1, s2, s3, s4, s5, s6, s7), accepting, sid, body, max_items, max_nesting)
 
 
 _NO_PATH = np.zeros(0, dtype=np.int64)  # `_walk_entry` records no path
@@ -1390,6 +1476,12 @@ class FlatDFA(TableDFA):
                     free = None  # no more than its loops: the LoopSlice path covers it
             self._free[sid] = free
         return free
+
+    def body_exit(self, sid: int) -> int:
+        """The state after the closing quote of the JSON string body `sid` is in, or
+        DEAD where it is not such a state (`_body_exit`; tests)."""
+        with self._lock:
+            return int(self.run(_body_exit_entry, lambda: (self.accepting, sid, self.flat.body_node)))
 
     def items_of(self, sid: int) -> np.ndarray:
         """The item ids of state `sid` (tests)."""

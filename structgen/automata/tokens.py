@@ -31,6 +31,12 @@ survives all its bytes. These keep it short:
     declared key against the free rest of an undeclared one, where the names are not
     all ASCII) copies that state's mask and walks only the subtrees of those first
     bytes (`near_state`).
+  * a state inside a JSON string without bounds (`flat._body_exit` recognizes it from
+    its items) allows what every such state allows -- the tokens that stay inside the
+    string or end with its closing quote, found once per vocabulary -- and the tokens
+    that close the string and go on, walked from the state after the quote through a
+    trie of what they read there (`BodyExits`): its own row, the rows of its multi-byte
+    characters and escapes, and the walk of their ~1,700 trie nodes are not needed.
 The DFA is lazy: the walk stops at states whose rows are not built yet and hands them
 back; they are expanded in Python and the walk resumes from where it stopped. Over a
 compiled automaton (`flat.FlatDFA`) the walk builds those rows itself and goes on, and
@@ -48,8 +54,11 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from structgen.automata.dfa import LazyDFA
-from structgen.automata.flat import CODE_STAMP, M_FAILED, FlatDFA, _bit_count, _free_entry, expand_rows
+from structgen.automata.dfa import DEAD, LazyDFA
+from structgen.automata.flat import CODE_STAMP, M_FAILED, FlatDFA, _bit_count, _body_exit, _free_entry, expand_rows
+from structgen.automata.nfa import LazyNFA
+from structgen.grammar import ir
+from structgen.grammar.charset import json_body_ir
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -117,6 +126,8 @@ class TokenTrie:
         self._built = 0
         self._rest_built = 0  # tokens in the rest tries of the slices built
         self._slices_lock = threading.Lock()
+        self._body_exits: list = []  # [BodyExits or None] once made (`body_exits`)
+        self._body_lock = threading.Lock()
 
     def token_starts(self, data: bytes, restarts: list[int]) -> list[int]:
         """Where tokens start when `data` is cut greedily into the longest tokens, the
@@ -169,6 +180,15 @@ class TokenTrie:
                 self._built += 1
                 self._rest_built += rest_count
             return got
+
+    def body_exits(self) -> "BodyExits | None":
+        """This vocabulary's BodyExits (made on first use, ~20 ms; None where no token
+        goes on after a string's closing quote)."""
+        if not self._body_exits:
+            with self._body_lock:
+                if not self._body_exits:
+                    self._body_exits.append(_body_exits(self))
+        return self._body_exits[0]
 
     def _subtrie(self, keep: np.ndarray) -> "TokenTrie":
         """The trie of the tokens `keep` selects (a mask in this trie's token order)."""
@@ -224,6 +244,48 @@ class LoopSlice:
             _allow(got, self.ids_by_length, 0, self.length_start[n + 1])
             self._up_to[n] = got
         return got
+
+
+@dataclass(frozen=True)
+class BodyExits:
+    """For one vocabulary, what each token does from inside a JSON string without
+    bounds (the body `json_body_ir`, in a state `flat._body_exit` recognizes): `words`
+    (`count` of them) are the tokens that stay inside or end with the closing quote --
+    allowed in every such string; `rests` is a trie of the tokens that close the string
+    and go on, each under the bytes it has after that quote. Such a state's mask is
+    `words` and the tokens of `rests` allowed from the state after its closing quote:
+    a short walk, where the body's own walk builds a dozen rows per string (its row,
+    each multi-byte character's middles, the escapes) and walks ~1,700 trie nodes."""
+
+    words: np.ndarray
+    count: int
+    rests: TokenTrie
+
+
+def _body_exits(trie: TokenTrie) -> BodyExits | None:
+    """BodyExits from the automaton of `json_body_ir() '"'`: its body state's mask, and
+    for each token it does not allow that has a quote, where its path passes the state
+    after the closing quote (the rest after that point is what the token must still
+    read). Tokens are walked in one call each: ~1,000 of them."""
+    dfa = FlatDFA(LazyNFA(ir.seq(json_body_ir(), ir.lit('"'))))
+    dfa.flat.body_node = -1  # this automaton's body state is the one computed the long way
+    body = dfa.start
+    inside = state_tokens(dfa, trie, body)
+    closed = dfa.walk(body, b'"')
+    words = inside.words.view(np.uint32).copy()
+    owner = np.repeat(np.arange(trie._token_end.size), trie._token_length)
+    rests = []
+    for t in np.unique(owner[trie._token_bytes == ord('"')]).tolist():
+        tid = int(trie.token_ids[t])
+        if (words[tid >> 5] >> (tid & 31)) & 1:
+            continue
+        data = trie._token_bytes[trie._token_end[t] - trie._token_length[t]: trie._token_end[t]].tobytes()
+        passed = np.flatnonzero(dfa.path(body, data) == closed)
+        if passed.size:  # (before the end: a token that ends there is allowed)
+            rests.append((data[passed[0]:], tid))
+    if not rests:
+        return None
+    return BodyExits(words=words, count=inside.num_allowed, rests=TokenTrie(rests, trie.vocab_size, ()))
 
 
 @numba.njit(cache=True)
@@ -579,12 +641,16 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
     this returns) maps a dominant target to the last state computed with it that was
     not near it."""
     if isinstance(dfa, FlatDFA):
+        body = dfa.flat.body_node if dfa.flat.body_node >= 0 and trie.body_exits() is not None else -1
         with dfa._lock:
-            allowed, words, free = dfa.run(_plain_tokens, lambda: (
+            allowed, words, free, closed = dfa.run(_plain_tokens, lambda: (
                 dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
-                trie.token_start, trie.token_ids, trie.subtree_end, trie.below, trie.eos_words.view(np.uint32), sid))
+                trie.token_start, trie.token_ids, trie.subtree_end, trie.below, body, trie.eos_words.view(np.uint32),
+                sid))
         if allowed >= 0:  # a plain state, done in one compiled call
             return StateTokens(words=words.view(np.int32), num_allowed=allowed)
+        if allowed == NOT_PLAIN_BODY:
+            return _body_flat(dfa, trie.body_exits(), closed)
         if allowed != NOT_PLAIN_WIDE:  # a loop or free bytes: the slice's tokens, then one walk of the rest
             piece = trie.loop_slice(free if allowed == NOT_PLAIN_FREE else dfa.loops[sid])
             if piece is not None or allowed == NOT_PLAIN_LOOP:
@@ -622,6 +688,21 @@ def _sliced_flat(dfa: FlatDFA, trie: TokenTrie, sid: int, piece: LoopSlice | Non
             rest.token_start, rest.token_ids, rest.subtree_end, rest.below, words, count,
             trie.eos_words.view(np.uint32), sid))
     return StateTokens(words=words.view(np.int32), num_allowed=allowed, rows_built=not free_bytes)
+
+
+def _body_flat(dfa: FlatDFA, exits: BodyExits, closed: int) -> StateTokens:
+    """The mask of a state inside a JSON string without bounds whose closing quote leads
+    to state `closed`: the tokens every such state allows, and those of `exits.rests`
+    allowed from `closed`, walked in `_sliced_tokens` (without EOS: the rests' trie has
+    none). The rows on the allowed tokens' paths are not all built: the state's own may
+    not be, nor its multi-byte characters' and escapes'."""
+    rests = exits.rests
+    with dfa._lock:
+        allowed, words = dfa.run(_sliced_tokens, lambda: (
+            dfa.table, dfa.expanded, dfa.loops, dfa.accepting, rests.edge_start, rests.edge_byte, rests.edge_child,
+            rests.token_start, rests.token_ids, rests.subtree_end, rests.below, exits.words, exits.count,
+            rests.eos_words.view(np.uint32), closed))
+    return StateTokens(words=words.view(np.int32), num_allowed=allowed, rows_built=False)
 
 
 def _walked_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant,
@@ -754,36 +835,45 @@ def _walk_building_for(flat_stamp: int):
     def plain_tokens(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                      s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
                      edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
-                     eos_words, sid, max_items, max_nesting):
+                     body, eos_words, sid, max_items, max_nesting):
         """`state_tokens` in one call for a plain state -- no loop, no free bytes, few
         live bytes (so no near state and no counted run): its row, then the walk of the
-        whole trie from it. Returns (allowed count, mask words, free bytes); for a state
-        that is not plain, (NOT_PLAIN_FREE, nothing, its free bytes) where it has free
-        bytes beyond its loops, else NOT_PLAIN_WIDE where it may be near a state or start
-        a counted run (many live bytes, most of them not looping), else NOT_PLAIN_LOOP."""
+        whole trie from it. Returns (allowed count, mask words, free bytes, DEAD); for a
+        state that is not plain, (NOT_PLAIN_FREE, nothing, its free bytes, DEAD) where
+        it has free bytes beyond its loops, else NOT_PLAIN_WIDE where it may be near a
+        state or start a counted run (many live bytes, most of them not looping), else
+        NOT_PLAIN_LOOP. Before all that, a state inside the JSON string body `body` (>= 0
+        where the grammar has one) is told apart, without its row: (NOT_PLAIN_BODY,
+        nothing, nothing, the state after the string's closing quote)."""
         g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
         st = (s0, s1, s2, s3, s4, s5, s6, s7)
         words = np.zeros(eos_words.size + 0 * flat_stamp, dtype=np.uint32)  # (the stamp, as above)
+        if body >= 0:
+            closed = _body_exit(g, st, accepting, sid, body, max_items, max_nesting)
+            if s0[M_FAILED]:  # the call is run again (`FlatDFA.run`)
+                return NOT_PLAIN_FAILED, words[:0], np.zeros(4, dtype=np.uint64), DEAD
+            if closed >= 0:
+                return NOT_PLAIN_BODY, words[:0], np.zeros(4, dtype=np.uint64), closed
         if not expanded[sid]:
             expand_rows(g, st, table, expanded, loops, accepting, np.full(1, sid, dtype=np.int64), max_items,
                         max_nesting)
             if s0[M_FAILED]:  # the call is run again (`FlatDFA.run`)
-                return NOT_PLAIN_FAILED, words[:0], np.zeros(4, dtype=np.uint64)
+                return NOT_PLAIN_FAILED, words[:0], np.zeros(4, dtype=np.uint64), DEAD
         free, beyond_loops = _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid)
         if beyond_loops:
-            return NOT_PLAIN_FREE, words[:0], free
+            return NOT_PLAIN_FREE, words[:0], free, DEAD
         target, _, live = _dominant(table[sid])  # as `dominant_target`
         if live > 2 * NEAR_MAX_BYTES and target != sid:
-            return NOT_PLAIN_WIDE, words[:0], free
+            return NOT_PLAIN_WIDE, words[:0], free, DEAD
         if loops[sid, 0] | loops[sid, 1] | loops[sid, 2] | loops[sid, 3]:
-            return NOT_PLAIN_LOOP, words[:0], free
+            return NOT_PLAIN_LOOP, words[:0], free, DEAD
         nodes = np.zeros(1, dtype=np.int64)
         states = np.full(1, sid, dtype=np.int64)
         allowed = _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start,
                              token_ids, subtree_end, below, nodes, states, words, max_items, max_nesting)
         if accepting[sid]:
             allowed += _with_eos(words, eos_words)
-        return allowed, words, free
+        return allowed, words, free, DEAD
 
     @numba.njit(nogil=True, cache=True)
     def sliced_tokens(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
@@ -820,5 +910,5 @@ def _with_eos(words, eos_words):
 
 
 # What `_plain_tokens` returns for a state that is not plain (see there).
-NOT_PLAIN_LOOP, NOT_PLAIN_FREE, NOT_PLAIN_WIDE, NOT_PLAIN_FAILED = -1, -2, -3, -4
+NOT_PLAIN_LOOP, NOT_PLAIN_FREE, NOT_PLAIN_WIDE, NOT_PLAIN_FAILED, NOT_PLAIN_BODY = -1, -2, -3, -4, -5
 _walk_building, _plain_tokens, _sliced_tokens = _walk_building_for(CODE_STAMP)
