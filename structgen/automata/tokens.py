@@ -182,8 +182,8 @@ class TokenTrie:
             return got
 
     def body_exits(self) -> "BodyExits | None":
-        """This vocabulary's BodyExits (made on first use, ~20 ms; None where no token
-        goes on after a string's closing quote)."""
+        """This vocabulary's BodyExits (made on first use, ~0.2 s: the compiler's code
+        warm-up does it; None where no token goes on after a string's closing quote)."""
         if not self._body_exits:
             with self._body_lock:
                 if not self._body_exits:
@@ -266,7 +266,8 @@ def _body_exits(trie: TokenTrie) -> BodyExits | None:
     """BodyExits from the automaton of `json_body_ir() '"'`: its body state's mask, and
     for each token it does not allow that has a quote, where its path passes the state
     after the closing quote (the rest after that point is what the token must still
-    read). Tokens are walked in one call each: ~1,000 of them."""
+    read), walked one call each. For SmolLM2: 48,769 tokens inside or closing, 125
+    going on (a trie of 66 nodes)."""
     dfa = FlatDFA(LazyNFA(ir.seq(json_body_ir(), ir.lit('"'))))
     dfa.flat.body_node = -1  # this automaton's body state is the one computed the long way
     body = dfa.start
