@@ -1213,25 +1213,18 @@ BODY_FRAME_DEPTH = 4  # how far up an item's continuation a body's Repeat frame 
 
 
 @numba.njit(cache=True, inline="always")
-def _reads_only_quote(kind, a, data, bitsets, item_rows, it):
-    """Whether set item `it` is a leaf that reads the byte '"' and no other."""
+def _reads_quote(kind, a, data, bitsets, item_rows, it, only):
+    """Whether set item `it` is a leaf that reads the byte '"' (and, with `only`, no
+    other byte)."""
     if it == ACCEPT or item_rows[it, 0] < 0:
         return False
     leaf, offset = item_rows[it, 0], item_rows[it, 1]
     if kind[leaf] == K_BYTES:
         return data[a[leaf] + offset] == QUOTE
     row = bitsets[a[leaf]]
-    return row[0] == np.uint64(1) << np.uint64(QUOTE) and row[1] == 0 and row[2] == 0 and row[3] == 0
-
-
-@numba.njit(cache=True, inline="always")
-def _reads_quote(kind, a, data, bitsets, item_rows, it):
-    if it == ACCEPT or item_rows[it, 0] < 0:
-        return False
-    leaf, offset = item_rows[it, 0], item_rows[it, 1]
-    if kind[leaf] == K_BYTES:
-        return data[a[leaf] + offset] == QUOTE
-    return (bitsets[a[leaf], 0] >> np.uint64(QUOTE)) & np.uint64(1) != 0
+    if only:
+        return row[0] == np.uint64(1) << np.uint64(QUOTE) and row[1] == 0 and row[2] == 0 and row[3] == 0
+    return (row[0] >> np.uint64(QUOTE)) & np.uint64(1) != 0
 
 
 @numba.njit(cache=True)
@@ -1274,10 +1267,10 @@ def _body_exit(g, st, accepting, sid, body, max_items, max_nesting):
     if exits.size == 0:
         return DEAD
     for it in exits:
-        if not _reads_only_quote(kind, a, data, bitsets, item_rows, it):
+        if not _reads_quote(kind, a, data, bitsets, item_rows, it, True):
             return DEAD
     for it in items:  # no character of the body reads a raw quote
-        if _reads_quote(kind, a, data, bitsets, item_rows, it) and not (exits == it).any():
+        if _reads_quote(kind, a, data, bitsets, item_rows, it, False) and not (exits == it).any():
             return DEAD
     return _step(g, st, accepting, sid, QUOTE, max_items, max_nesting)
 
