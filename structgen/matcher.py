@@ -25,6 +25,7 @@ from structgen.automata.tokens import (
 from structgen.errors import GrammarTooLargeError
 
 _TERMINATED = -3  # pushed on the state stack when EOS is accepted
+_QUOTE = ord('"')
 MAX_TOKEN_TABLES = 20_000  # cached masks per grammar before the compile cache rebuilds it
 # Warming stops at this share of a grammar's state and table budgets: what it computes
 # ahead must never bring a fresh grammar near being `exhausted`.
@@ -233,14 +234,23 @@ class Matcher:
                 state = rows[state, byte]
             state = int(state)
         else:  # allowed without a walk (tokens.StateTokens.rows_built): follow its path,
-            # through the table while its rows are built (no row changes once built), and
-            # where one is not, in one compiled call. (`expanded` is read first: a table
-            # grown since holds every row it marks.)
+            # through the table while its rows are built (no row changes once built), the
+            # bytes a state without a row is known to loop on (a string's body: see
+            # flat._known_loops) and the closing quote of a string this state is in; from
+            # where none of these holds, in one compiled call. (`expanded` is read first:
+            # a table grown since holds every row it marks.)
             built = grammar.dfa.expanded
-            rows, data = grammar.dfa.table, grammar._token_bytes[token_id]
+            rows, loops, data = grammar.dfa.table, grammar.dfa.loops, grammar._token_bytes[token_id]
+            start, closed = state, table.closed
             at = 0
-            while at < len(data) and state >= 0 and built[state]:
-                state = rows[state, data[at]]
+            while at < len(data) and state >= 0:
+                byte = data[at]
+                if built[state]:
+                    state = rows[state, byte]
+                elif byte == _QUOTE and state == start and closed >= 0:
+                    state = closed
+                elif not (int(loops[state, byte >> 6]) >> (byte & 63)) & 1:
+                    break
                 at += 1
             state = int(state)
             if at < len(data):

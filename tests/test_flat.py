@@ -165,7 +165,9 @@ def test_flat_free_bytes_of_a_key_and_its_masks(smollm2_vocab, smollm2_tokenizer
 def test_flat_walk_steps_through_unbuilt_rows(smollm2_vocab):
     """`FlatDFA.walk` follows bytes through states whose rows are not built (the path
     of a token allowed unwalked) without building them, and ends where a walk over
-    built rows ends: the same item set, DEAD alike, accepting alike."""
+    built rows ends: the same item set, DEAD alike, accepting alike. The same walk again
+    ends in the same state and adds nothing to the store; the bytes a state without a
+    row loops on are known in its `loops` once a step of a walk has looped there."""
     from structgen.grammar.string_except import StringExcept
 
     key = ir.seq(ir.lit('{"'), StringExcept(["name", "nick"]), ir.lit('": '), ir.rep(ir.byte_range(0x30, 0x39), 1, 3),
@@ -180,6 +182,9 @@ def test_flat_walk_steps_through_unbuilt_rows(smollm2_vocab):
             rows = int(stepped.expanded.sum())
             end = stepped.walk(stepped.start, text)
             assert int(stepped.expanded.sum()) == rows, text  # no row built on the way
+            hashed = int(stepped._store[flat.S_META][flat.M_HASHED])
+            assert stepped.walk(stepped.start, text) == end, text
+            assert int(stepped._store[flat.S_META][flat.M_HASHED]) == hashed, text
             state = built.start
             for byte in text:
                 built.expand(state)
@@ -189,6 +194,16 @@ def test_flat_walk_steps_through_unbuilt_rows(smollm2_vocab):
             assert (end < 0) == (state < 0), text
             if end >= 0:
                 assert np.array_equal(grammars[0].tokens_of(end).words, grammars[1].tokens_of(state).words), text
+    # In the free rest of a key, which loops on every character but the quote, the
+    # backslash and the first bytes of multi-byte characters: a step that loops finds
+    # all those bytes from the state's items, without its row.
+    dfa = FlatDFA(LazyNFA(key))
+    body = dfa.walk(dfa.start, b'{"xyzzy')
+    assert not dfa.expanded[body]
+    remembered = dfa.loops[body].copy()
+    dfa.expand(body)
+    assert np.array_equal(remembered, dfa.loops[body])
+    assert set(np.flatnonzero(dfa.table[body] == body).tolist()) == set(range(0x20, 0x80)) - set(b'"\\')
 
 
 def test_flat_nodes_shared_between_grammars_are_flattened_once(monkeypatch, smollm2_vocab):

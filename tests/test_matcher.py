@@ -307,6 +307,40 @@ def test_string_body_masks_equal_bruteforce_oracle(smollm2_vocab):
         assert matcher._stack[-1] == grammar.dfa.walk(start, smollm2_vocab.token_bytes[tid]) >= 0
 
 
+def test_tokens_in_a_string_are_followed_without_a_compiled_call(monkeypatch, smollm2_vocab, smollm2_tokenizer):
+    """A token from a state inside a string body whose row is not built (a body state
+    first met at a token boundary) is followed in Python: through the bytes the state
+    loops on, found from its items when its mask was made, and its closing quote, whose
+    state the mask computation found. Only a byte outside both (an escape, a multi-byte
+    character) would need `dfa.walk`. Every state reached equals the one `dfa.path`
+    gives over the same bytes."""
+    from structgen.automata.flat import FlatDFA
+
+    schema = {"type": "object", "properties": {"note": {"type": "string"}, "n": {"type": "integer"}},
+              "required": ["note", "n"], "additionalProperties": False}
+    head, rest = '{"note": "', 'the quick brown fox jumps over the lazy dog, again and again", "n": 7}'
+    ids = smollm2_tokenizer.encode(rest, add_special_tokens=False)
+    structgen.clear_cache()
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    body = grammar.dfa.walk(grammar.dfa.start, head.encode())  # (a walk builds no row)
+    assert body >= 0 and not grammar.dfa.expanded[body]
+    walked_from = []
+    walk = FlatDFA.walk
+    monkeypatch.setattr(FlatDFA, "walk", lambda dfa, sid, data: walked_from.append(sid) or walk(dfa, sid, data))
+    matcher = grammar.matcher()
+    matcher._stack[-1] = body
+    closing = 0
+    for tid in ids:
+        table = grammar.tokens_of(matcher._stack[-1])  # the mask first, as a decoder asks
+        closing += table.closed >= 0 and b'"' in smollm2_vocab.token_bytes[tid]
+        assert matcher.accept_token(tid)
+    assert matcher.is_accepting() and closing == 1
+    assert walked_from == [] and not grammar.dfa.expanded[body]
+    monkeypatch.setattr(FlatDFA, "walk", walk)
+    path = grammar.dfa.path(body, rest.encode())
+    ends = np.cumsum([len(smollm2_vocab.token_bytes[t]) for t in ids])
+    assert matcher._stack[1:] == [int(path[end]) for end in ends]
+
 def _abcd_trie():
     """A TokenTrie of the 20 words of one or two letters of "abcd" (id 20: EOS)."""
     import itertools

@@ -55,7 +55,8 @@ import numba
 import numpy as np
 
 from structgen.automata.dfa import DEAD, LazyDFA
-from structgen.automata.flat import CODE_STAMP, M_FAILED, FlatDFA, _bit_count, _body_exit, _free_entry, expand_rows
+from structgen.automata.flat import (CODE_STAMP, M_FAILED, FlatDFA, _bit_count, _body_exit, _free_entry, _known_loops,
+                                     expand_rows)
 from structgen.automata.nfa import LazyNFA
 from structgen.grammar import ir
 from structgen.grammar.charset import json_body_ir
@@ -508,6 +509,10 @@ class StateTokens:
     # False when some allowed tokens were taken whole, unwalked (`LazyDFA.free_bytes`):
     # the rows on their paths may not be built, so the matcher follows them by `dfa.walk`.
     rows_built: bool = True
+    # For a state inside a JSON string body (`_body_flat`): the state after its closing
+    # quote. With the state's loops (`flat._known_loops`), the matcher follows a token
+    # of the string, or one that closes it, without a row of the state.
+    closed: int = DEAD
 
 
 # A state whose row differs from another's on at most this many bytes starts from that
@@ -703,7 +708,7 @@ def _body_flat(dfa: FlatDFA, exits: BodyExits, closed: int) -> StateTokens:
             dfa.table, dfa.expanded, dfa.loops, dfa.accepting, rests.edge_start, rests.edge_byte, rests.edge_child,
             rests.token_start, rests.token_ids, rests.subtree_end, rests.below, exits.words, exits.count,
             rests.eos_words.view(np.uint32), closed))
-    return StateTokens(words=words.view(np.int32), num_allowed=allowed, rows_built=False)
+    return StateTokens(words=words.view(np.int32), num_allowed=allowed, rows_built=False, closed=closed)
 
 
 def _walked_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant,
@@ -853,7 +858,10 @@ def _walk_building_for(flat_stamp: int):
             closed = _body_exit(g, st, accepting, sid, body, max_items, max_nesting)
             if s0[M_FAILED]:  # the call is run again (`FlatDFA.run`)
                 return NOT_PLAIN_FAILED, words[:0], np.zeros(4, dtype=np.uint64), DEAD
-            if closed >= 0:
+            if closed >= 0:  # its loops, for the matcher's walks of its tokens (no row)
+                _known_loops(g, st, accepting, loops, sid, max_items, max_nesting)
+                if s0[M_FAILED]:
+                    return NOT_PLAIN_FAILED, words[:0], np.zeros(4, dtype=np.uint64), DEAD
                 return NOT_PLAIN_BODY, words[:0], np.zeros(4, dtype=np.uint64), closed
         if not expanded[sid]:
             expand_rows(g, st, table, expanded, loops, accepting, np.full(1, sid, dtype=np.int64), max_items,
