@@ -987,9 +987,13 @@ def _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accep
     return sid
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _item_target(g, st, it, max_items, max_nesting):
-    """The set item `it` reaches once it has read its byte (memoized in its row)."""
+    """The set item `it` reaches once it has read its byte (memoized in its row). Not
+    inlined: the loops over a state's items (`_expand`, `_step`, `_known_loops`) read a
+    known target from the row themselves and call this for the first one only, as
+    inlined code that takes `g` and `st` counts a reference up and down on each of
+    their ~22 arrays at every item (an atomic add each: most of a row's time)."""
     item_rows = st[S_ITEMS]
     target = item_rows[it, ITEM_TARGET]
     if target < 0:
@@ -1006,25 +1010,18 @@ def _item_target(g, st, it, max_items, max_nesting):
 
 
 @numba.njit(cache=True, inline="always")
-def _reading_target(g, st, it, byte, max_items, max_nesting):
-    """The set item `it` leads to when it reads `byte` (-1: whatever byte it reads), or
-    -1 where it reads nothing (ACCEPT, a free-bytes marker), not that byte, or leads
-    nowhere: what a row (`_expand`) and a step (`_step`) take from each item."""
+def _reads(kind, a, data, bitsets, item_rows, it, byte):
+    """Whether set item `it` reads `byte`: False for ACCEPT and a free-bytes marker,
+    which read nothing. With its target (`_item_target`, unless it leads nowhere), what
+    a step (`_step`) takes from each item."""
     if it == ACCEPT:
-        return -1
-    leaf, offset = st[S_ITEMS][it, 0], st[S_ITEMS][it, 1]
+        return False
+    leaf, offset = item_rows[it, 0], item_rows[it, 1]
     if leaf < 0:
-        return -1  # a free-bytes marker reads nothing
-    if byte >= 0:
-        if g[0][leaf] == K_BYTES:
-            if g[5][g[1][leaf] + offset] != byte:
-                return -1
-        elif not (g[6][g[1][leaf], byte >> 6] >> np.uint64(byte & 63)) & np.uint64(1):
-            return -1
-    target = _item_target(g, st, it, max_items, max_nesting)
-    if st[S_SET_START][target + 1] == st[S_SET_START][target]:
-        return -1  # leads nowhere
-    return target
+        return False
+    if kind[leaf] == K_BYTES:
+        return data[a[leaf] + offset] == byte
+    return (bitsets[a[leaf], byte >> 6] >> np.uint64(byte & 63)) & np.uint64(1) != 0
 
 
 @numba.njit(cache=True, inline="always")
@@ -1063,9 +1060,15 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
     bits = np.zeros((items.size, 4), dtype=np.uint64)
     m = 0
     for it in items:
-        target = _reading_target(g, st, it, -1, max_items, max_nesting)
+        if it == ACCEPT or item_rows[it, 0] < 0:
+            continue  # reads nothing (a free-bytes marker)
+        target = item_rows[it, ITEM_TARGET]
         if target < 0:
-            continue
+            target = _item_target(g, st, it, max_items, max_nesting)
+            if meta[M_FAILED]:
+                return
+        if set_start[target + 1] == set_start[target]:
+            continue  # leads nowhere
         leaf, offset = item_rows[it, 0], item_rows[it, 1]
         group = 0
         while group < m and targets[group] != target:
@@ -1176,6 +1179,7 @@ def _step(g, st, accepting, sid, byte, max_items, max_nesting):
     would hold there. A token allowed unwalked (`TableDFA.free_bytes`) is followed this
     way: a state in the middle of it seldom needs its mask, so its row (one union per
     byte group; the rows inside a free key are the costliest) need not be built."""
+    kind, a, data, bitsets = g[0], g[1], g[5], g[6]
     meta, item_rows, set_start, set_pool, state_set, state_next, slots = (
         st[S_META], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET], st[S_STATE_NEXT], st[S_HASH])
     items = _set_items(set_start, set_pool, state_set[sid]).copy()
@@ -1183,9 +1187,15 @@ def _step(g, st, accepting, sid, byte, max_items, max_nesting):
     first_item = -1  # an item of the first target
     n = 0
     for it in items:
-        target = _reading_target(g, st, it, byte, max_items, max_nesting)
-        if target < 0:
+        if not _reads(kind, a, data, bitsets, item_rows, it, byte):
             continue
+        target = item_rows[it, ITEM_TARGET]
+        if target < 0:
+            target = _item_target(g, st, it, max_items, max_nesting)
+            if meta[M_FAILED]:
+                return DEAD
+        if set_start[target + 1] == set_start[target]:
+            continue  # leads nowhere
         known = False
         for k in range(n):
             known = known or targets[k] == target
@@ -1305,19 +1315,23 @@ def _known_loops(g, st, accepting, loops, sid, max_items, max_nesting):
     without its row: the bytes read only by items whose target is `sid`'s own state.
     (Bytes also read by an item leading elsewhere lead to a union, another state.)"""
     kind, a, data, bitsets = g[0], g[1], g[5], g[6]
-    meta, item_rows = st[S_META], st[S_ITEMS]
+    meta, item_rows, set_start, set_pool, state_set = st[S_META], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET]
     back = np.zeros(4, dtype=np.uint64)
     other = np.zeros(4, dtype=np.uint64)
-    for it in _set_items(st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET][sid]):
-        target = _reading_target(g, st, it, -1, max_items, max_nesting)
-        if meta[M_FAILED]:
-            return
+    for it in _set_items(set_start, set_pool, state_set[sid]):
+        if it == ACCEPT or item_rows[it, 0] < 0:
+            continue  # reads nothing (a free-bytes marker)
+        target = item_rows[it, ITEM_TARGET]
         if target < 0:
-            continue
+            target = _item_target(g, st, it, max_items, max_nesting)
+            if meta[M_FAILED]:
+                return
+        if set_start[target + 1] == set_start[target]:
+            continue  # leads nowhere
         state = item_rows[it, ITEM_TARGET_STATE]
         if state < 0:
-            state = _state_of_set(meta, st[S_HASH], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET],
-                                  st[S_STATE_NEXT], accepting, target)
+            state = _state_of_set(meta, st[S_HASH], set_start, set_pool, state_set, st[S_STATE_NEXT], accepting,
+                                  target)
             if meta[M_FAILED]:
                 return
             item_rows[it, ITEM_TARGET_STATE] = state
