@@ -1315,7 +1315,8 @@ def _known_loops(g, st, accepting, loops, sid, max_items, max_nesting):
     without its row: the bytes read only by items whose target is `sid`'s own state.
     (Bytes also read by an item leading elsewhere lead to a union, another state.)"""
     kind, a, data, bitsets = g[0], g[1], g[5], g[6]
-    meta, item_rows, set_start, set_pool, state_set = st[S_META], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET]
+    meta, item_rows, set_start, set_pool, state_set = (
+        st[S_META], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET])
     back = np.zeros(4, dtype=np.uint64)
     other = np.zeros(4, dtype=np.uint64)
     for it in _set_items(set_start, set_pool, state_set[sid]):
