@@ -1131,23 +1131,24 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
     union_states = np.empty(256, dtype=np.int64)  # ... and the state of each
     n_unions = 0
     for byte in range(256):
-        chosen = readers[reader_start[byte] : reader_start[byte + 1]]
-        n = chosen.size
-        if n == 0:
+        # (bounds, not a slice of `readers`: a view per byte is a reference counted up and down)
+        lo, hi = reader_start[byte], reader_start[byte + 1]
+        if hi == lo:
             continue
-        if n == 1:
-            if single[chosen[0]] < 0:
-                single[chosen[0]] = _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accepting,
-                                                  targets[chosen[0]])
+        if hi - lo == 1:
+            group = readers[lo]
+            if single[group] < 0:
+                single[group] = _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accepting,
+                                              targets[group])
                 if meta[M_FAILED]:
                     return
-                item_rows[first_item[chosen[0]], ITEM_TARGET_STATE] = single[chosen[0]]
-            row[byte] = single[chosen[0]]
+                item_rows[first_item[group], ITEM_TARGET_STATE] = single[group]
+            row[byte] = single[group]
             continue
         mask = np.uint64(0)
-        for group in chosen:
-            if group < 64:
-                mask |= np.uint64(1) << np.uint64(group)
+        for r in range(lo, hi):
+            if readers[r] < 64:
+                mask |= np.uint64(1) << np.uint64(readers[r])
         known = -1
         if m <= 64:
             for u in range(n_unions):
@@ -1157,8 +1158,8 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
         if known >= 0:
             row[byte] = known
             continue
-        row[byte] = _union_state(meta, slots, set_start, set_pool, state_set, state_next, accepting, targets[chosen],
-                                 max_items)
+        row[byte] = _union_state(meta, slots, set_start, set_pool, state_set, state_next, accepting,
+                                 targets[readers[lo:hi]], max_items)
         if meta[M_FAILED]:
             return
         if m <= 64:
