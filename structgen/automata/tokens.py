@@ -452,8 +452,8 @@ def _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start
     of its stack (the caller builds the rows it lacks and walks on from all of them).
 
     No array is replaced inside the loop: growing a stack there made the compiled code
-    count a reference up and down at every push (an atomic add each, ~10% of all the
-    time spent in first visits)."""
+    count a reference up and down at every push (an atomic add each: 14% of all the
+    reference counts of MaskBench's first visits)."""
     capacity = start_nodes.size + 4096  # small: large blocks cost a page fault per call
     stack_nodes = np.empty(capacity, dtype=np.int64)
     stack_states = np.empty(capacity, dtype=np.int64)
