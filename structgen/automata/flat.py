@@ -41,7 +41,9 @@ import threading
 import numba
 import numpy as np
 
+from numba.core import cgutils, types
 from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 
 from structgen.automata.dfa import DEAD, TableDFA
 from structgen.automata.nfa import MAX_RULE_NESTING, MAX_STATE_ITEMS, LazyNFA, too_ambiguous
@@ -488,7 +490,9 @@ def _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label, known_
 # `st` (store) tuples once and hand them to small helpers inlined into them
 # (inline="always"): a helper called with a tuple, or a tuple element taken inside a
 # loop, costs an atomic reference count increment and decrement per array, which was
-# close to half of a row's time.
+# close to half of a row's time. The entries now hand the arrays on borrowed (no
+# reference count to keep: `_borrowed`), which leaves each such count a call that tests
+# a null pointer, but the helpers and loops stay as they were: a call is still a call.
 M_FRAMES, M_ITEMS, M_SETS, M_SET_ITEMS, M_STATES, M_HASHED, M_FAILED = range(7)
 # A call that cannot go on -- an array is full, or the grammar is too ambiguous or
 # nests too deep -- records why in meta[M_FAILED] (`_fail`), writes nothing more, and
@@ -1289,13 +1293,61 @@ def _body_exit(g, st, accepting, sid, body, max_items, max_nesting):
     return _step(g, st, accepting, sid, QUOTE, max_items, max_nesting)
 
 
+@intrinsic
+def _borrowed(typingctx, array):
+    """`array` without its reference count: the same data, shape and strides, and no
+    meminfo, so that numba's increments and decrements of it are no-ops (see
+    `_ir_tuple`). Valid while the array it came from lives and is not replaced, which
+    the entries below ensure: the arrays are their arguments, which the caller holds
+    for the call, and nothing compiled replaces an array of the IR or the store."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        source = context.make_array(array)(context, builder, value=args[0])
+        view = context.make_array(array)(context, builder)
+        for field in ("parent", "nitems", "itemsize", "data", "shape", "strides"):
+            setattr(view, field, getattr(source, field))
+        view.meminfo = cgutils.get_null_value(view.meminfo.type)
+        return view._getvalue()
+
+    return array(array), codegen
+
+
+@numba.njit(cache=True, inline="always")
+def _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free):
+    """`g`, the IR arrays, as the entries hand them on: borrowed (`_borrowed`). Each
+    non-inlined function that takes `g` and `st` counts a reference to every one of
+    their ~22 arrays at its entry and exit -- atomic increments, ~40% of the reference
+    counts left after b9a9e67 in `_close`, `_step` and `_item_target` alone; on a
+    borrowed array the count is a test of a null pointer."""
+    return (_borrowed(kind), _borrowed(a), _borrowed(b), _borrowed(c), _borrowed(kids), _borrowed(data),
+            _borrowed(bitsets), _borrowed(nonempty), _borrowed(g_final), _borrowed(g_edge_start), _borrowed(g_dst),
+            _borrowed(g_label), _borrowed(g_live), _borrowed(g_free))
+
+
+@numba.njit(cache=True, inline="always")
+def _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7):
+    """`st`, the store arrays, borrowed as in `_ir_tuple`."""
+    return (_borrowed(s0), _borrowed(s1), _borrowed(s2), _borrowed(s3), _borrowed(s4), _borrowed(s5), _borrowed(s6),
+            _borrowed(s7))
+
+
+@numba.njit(cache=True, inline="always")
+def _rows_borrowed(table, expanded, loops, accepting):
+    """The per-state arrays (`TableDFA`), borrowed as in `_ir_tuple`: `_expand` and
+    `_step` take them at every call."""
+    return _borrowed(table), _borrowed(expanded), _borrowed(loops), _borrowed(accepting)
+
+
 # Entry points called from Python take each array as its own argument (numba types a
 # tuple argument anew at every call).
 @numba.njit(cache=True)
 def _expand_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                   s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting, sid, max_items, max_nesting):
-    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
-    st = (s0, s1, s2, s3, s4, s5, s6, s7)
+    g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
+    st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
+    table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
     _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting)
     return 0
 
@@ -1366,8 +1418,9 @@ def _walk_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_st
     inside a string whose body state has no row (`_body_exit`) passes through that
     state, and the matcher follows those bytes in Python (under 0.5 us a byte) where a step
     here is ~2 us and a call ~5 us."""
-    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
-    st = (s0, s1, s2, s3, s4, s5, s6, s7)
+    g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
+    st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
+    table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
     record = path.size == codes.size
     for i in range(codes.size):
         byte = codes[i]
@@ -1389,8 +1442,8 @@ def _walk_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_st
 @numba.njit(cache=True)
 def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                  s0, s1, s2, s3, s4, s5, s6, s7, accepting, root, max_items, max_nesting):
-    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
-    st = (s0, s1, s2, s3, s4, s5, s6, s7)
+    g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
+    st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
     ref = _closure(g, st, root, DONE, max_items, max_nesting)
     return _state_of_set(st[S_META], st[S_HASH], st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET], st[S_STATE_NEXT],
                          accepting, ref)
@@ -1400,7 +1453,7 @@ def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_s
 def _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid):
     """The free bytes of state `sid` (4 x u64): the union of its markers' byte sets;
     and whether any of them is not one of the state's loops."""
-    st = (s0, s1, s2, s3, s4, s5, s6, s7)
+    st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
     free = np.zeros(4, dtype=np.uint64)
     for it in _set_items(st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET][sid]):
         leaf = st[S_ITEMS][it, 0]
@@ -1415,15 +1468,15 @@ def _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid):
 
 @numba.njit(cache=True)
 def _items_entry(s0, s1, s2, s3, s4, s5, s6, s7, sid):
-    st = (s0, s1, s2, s3, s4, s5, s6, s7)
+    st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
     return _set_items(st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET][sid]).copy()
 
 
 @numba.njit(cache=True)
 def _body_exit_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
                      g_free, s0, s1, s2, s3, s4, s5, s6, s7, accepting, sid, body, max_items, max_nesting):
-    g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
-    return _body_exit(g, (s0, s1, s2, s3, s4, s5, s6, s7), accepting, sid, body, max_items, max_nesting)
+    g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
+    return _body_exit(g, _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7), accepting, sid, body, max_items, max_nesting)
 
 
 _NO_PATH = np.zeros(0, dtype=np.int64)  # `_walk_entry` records no path

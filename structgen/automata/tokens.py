@@ -55,8 +55,8 @@ import numba
 import numpy as np
 
 from structgen.automata.dfa import DEAD, LazyDFA
-from structgen.automata.flat import (CODE_STAMP, M_FAILED, FlatDFA, _bit_count, _body_exit, _free_entry, _known_loops,
-                                     expand_rows)
+from structgen.automata.flat import (CODE_STAMP, M_FAILED, FlatDFA, _bit_count, _body_exit, _free_entry, _ir_tuple,
+                                     _known_loops, _rows_borrowed, _store_tuple, expand_rows)
 from structgen.automata.nfa import LazyNFA
 from structgen.grammar import ir
 from structgen.grammar.charset import json_body_ir
@@ -835,8 +835,10 @@ def _walk_building_for(flat_stamp: int):
         how many tokens it allowed. A row that finds the automaton's arrays full fails the
         call (flat.M_FAILED), which Python runs again once they are grown (`FlatDFA.run`):
         it sets the same bits again and counts afresh."""
-        g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
-        st = (s0, s1, s2, s3, s4, s5, s6, s7)
+        g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
+                      g_free)
+        st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
+        table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
         allowed = 0 * flat_stamp  # (the stamp must be used to be in the closure)
         return allowed + _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
                                     token_start, token_ids, subtree_end, below, nodes, states, words, max_items,
@@ -856,8 +858,10 @@ def _walk_building_for(flat_stamp: int):
         NOT_PLAIN_LOOP. Before all that, a state inside the JSON string body `body` (>= 0
         where the grammar has one) is told apart, without its row: (NOT_PLAIN_BODY,
         nothing, nothing, the state after the string's closing quote)."""
-        g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
-        st = (s0, s1, s2, s3, s4, s5, s6, s7)
+        g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
+                      g_free)
+        st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
+        table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
         words = np.zeros(eos_words.size + 0 * flat_stamp, dtype=np.uint32)  # (the stamp, as above)
         if body >= 0:
             closed = _body_exit(g, st, accepting, sid, body, max_items, max_nesting)
@@ -898,8 +902,10 @@ def _walk_building_for(flat_stamp: int):
         (`LoopSlice`: its loop set's, or its free bytes') is known: the slice's tokens,
         then the walk of the trie given -- the slice's other tokens -- from the state.
         Returns (allowed count, mask words)."""
-        g = (kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
-        st = (s0, s1, s2, s3, s4, s5, s6, s7)
+        g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
+                      g_free)
+        st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
+        table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
         words = slice_words.copy()
         nodes = np.zeros(1 + 0 * flat_stamp, dtype=np.int64)  # (the stamp, as above)
         states = np.full(1, sid, dtype=np.int64)
