@@ -215,9 +215,13 @@ _UNSUPPORTED = {
     "disallow": "draft-03 keyword",
     "extends": "draft-03 keyword",
 }
+@functools.lru_cache(maxsize=4096)
 def _misspelled_keyword(key: str) -> str | None:
     """The validation keyword `key` most likely misspells, if any. Keys starting with
-    "_" are taken as deliberately disabled keywords (a common convention), not typos."""
+    "_" are taken as deliberately disabled keywords (a common convention), not typos.
+    Memoized: 20-40 us a key, and schemas repeat their annotation keys (a MaskBench
+    schema that writes "preferredOrder" beside 62 of its objects spent ~3 ms of its
+    ~20 ms compile here)."""
     if key.startswith("_") or not key:
         return None
     known = sorted(_HANDLED | set(_UNSUPPORTED))
