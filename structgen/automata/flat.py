@@ -57,6 +57,10 @@ OP_ENTER, OP_RESUME, OP_GRAPH, OP_MEMBERS = 0, 1, 2, 3  # closure work items
 # A Members node's record in `kids`, after its entries' first and later forms (n each):
 R_CLOSE_NONE, R_CLOSE_SOME, R_EXTRA_FIRST, R_EXTRA_LATER, R_REQUIRED, R_MIN, R_MAX = range(7)
 DONE = 0  # the empty continuation (frame 0)
+# Per graph state of a graph that counts characters (`ir.Counted`): its twin graph's
+# node and the twin state (-1, -1 where it has none), its count, and its zone's top.
+G_TWIN_NODE, G_TWIN_STATE, G_COUNT, G_ZONE_TOP = range(4)
+G_COUNTED_FIELDS = 4
 ACCEPT = 0  # item 0: the whole input matched (the smallest id: first in a sorted set)
 MAX_FLAT_NODES = 200_000  # past this the IR is flattened too slowly for a compile
 # numba's cache keys a function's machine code by its own bytecode, not by the compiled
@@ -83,15 +87,16 @@ class _Block:
         self.ids = ids
         self.bitset_of = bitset_of  # ranges (or ("bits", n)) -> row of `bitsets`
         self.raw = raw
-        (kind, a, b, c, kids, data, bitsets, g_final, g_edge_end, g_dst, g_label, g_free) = raw
+        (kind, a, b, c, kids, data, bitsets, g_final, g_edge_end, g_dst, g_label, g_free, g_counted) = raw
         self.num_nodes, self.num_graph_states = kind.size, g_final.size
         self.kind, self.a, self.b, self.c, self.kids = kind, a, b, c, kids
         self.data = data if data.size else np.zeros(1, np.uint8)
         self.bitsets = bitsets if bitsets.shape[0] else np.zeros((1, 4), np.uint64)
-        self.g_final, self.g_free = g_final, g_free
+        self.g_final, self.g_free, self.g_counted = g_final, g_free, g_counted
         self.g_edge_start = np.concatenate([np.zeros(1, dtype=np.int64), g_edge_end])
         if not g_final.size:
             self.g_final, self.g_free = np.zeros(1, np.bool_), np.full(1, -1, np.int64)
+            self.g_counted = np.full((1, G_COUNTED_FIELDS), -1, np.int64)
             self.g_edge_start = np.zeros(2, np.int64)
         self.g_dst, self.g_label = (g_dst, g_label) if g_dst.size else (np.zeros(1, np.int64), np.zeros(1, np.int64))
         # Liveness: settled for the nodes of `known` (which this block starts with),
@@ -108,6 +113,7 @@ class _Block:
 _EMPTY_BLOCK = _Block({}, {}, (
     *(np.zeros(0, dtype=np.int64) for _ in range(5)), np.zeros(0, dtype=np.uint8), np.zeros((0, 4), dtype=np.uint64),
     np.zeros(0, dtype=np.bool_), *(np.zeros(0, dtype=np.int64) for _ in range(4)),
+    np.zeros((0, G_COUNTED_FIELDS), dtype=np.int64),
 ), None)
 
 
@@ -135,6 +141,7 @@ class _Flattener:
         self.g_dst: list[int] = []
         self.g_label: list[int] = []
         self.g_free: list[int] = []  # per graph state, the row of `bitsets` of its free bytes, or -1
+        self.g_counted: list[tuple[int, ...]] = []  # per graph state, see G_COUNTED_FIELDS
 
     def id_of(self, node: ir.Node) -> int:
         key = id(node)
@@ -208,7 +215,13 @@ class _Flattener:
             edges: list[list] = [[] for _ in range(node.num_states)]
             for src, dst, label in node.edges:
                 edges[src].append((dst, -1 if label is None else self.id_of(label)))
+            counted = node.counted
+            twin = -1 if counted is None else self.id_of(counted.twin)
             for state in range(node.num_states):
+                if counted is None or counted.twin_state[state] < 0:
+                    self.g_counted.append((-1, -1, 0, 0))
+                else:
+                    self.g_counted.append((twin, counted.twin_state[state], counted.count[state], counted.zone_top))
                 self.g_final.append(state in finals)
                 self.g_free.append(self._bits_row(node.free[state]) if node.free and node.free[state] else -1)
                 for dst, label in edges[state]:
@@ -254,7 +267,7 @@ class _Flattener:
         """The base and the nodes added here, as one block. A block that no flattener
         will start from needs no ids (merging the shared block's is ~1 ms)."""
         own = (self.kind, self.a, self.b, self.c, self.kids, np.frombuffer(bytes(self.data), dtype=np.uint8),
-               self.bitsets, self.g_final, self.g_edge_end, self.g_dst, self.g_label, self.g_free)
+               self.bitsets, self.g_final, self.g_edge_end, self.g_dst, self.g_label, self.g_free, self.g_counted)
         raw = tuple(old if not len(new) else np.concatenate([old, np.asarray(new, dtype=old.dtype).reshape(-1, *old.shape[1:])])
                     for old, new in zip(self.base.raw, own))
         if not with_ids:
@@ -268,7 +281,8 @@ def _children(node: ir.Node) -> list[ir.Node]:
     if isinstance(node, ir.Repeat):
         return [node.item]
     if isinstance(node, ir.Graph):
-        return [lab for _, _, lab in node.edges if lab is not None]
+        twin = [] if node.counted is None else [node.counted.twin]
+        return [lab for _, _, lab in node.edges if lab is not None] + twin
     if isinstance(node, ir.Ref):
         return [node.target]
     if isinstance(node, ir.Stepper):
@@ -309,6 +323,8 @@ class FlatIR:
         self.num_nodes = block.num_nodes
         self.nonempty = block.nonempty
         self.has_free = bool((block.g_free >= 0).any())
+        self.g_counted = block.g_counted  # (not in `arrays`: only `FlatDFA.twin_of` reads it)
+        self.has_counted = bool((block.g_counted[:, G_TWIN_NODE] >= 0).any())
         # The node of any JSON string body, where this IR has it: a state in such a body
         # takes its mask from tables made once per vocabulary (`_body_exit`).
         body = id(json_body_ir())
@@ -1293,6 +1309,67 @@ def _body_exit(g, st, accepting, sid, body, max_items, max_nesting):
     return _step(g, st, accepting, sid, QUOTE, max_items, max_nesting)
 
 
+@numba.njit(cache=True, inline="always")
+def _counted_frame(a, frames, g_counted, frame):
+    """The first frame up the chain from `frame` that is a state of a graph that counts
+    characters (`ir.Counted`), and how many frames lie below it; (-1, 0) where none."""
+    depth = 0
+    while frame != DONE:
+        if frames[frame, 0] == F_G and g_counted[a[frames[frame, 1]] + frames[frame, 2], G_TWIN_NODE] >= 0:
+            return frame, depth
+        frame = frames[frame, 3]
+        depth += 1
+    return -1, 0
+
+
+@numba.njit(cache=True)
+def _twin_of(g, st, g_counted, accepting, sid, longest):
+    """The state that reads, for `longest` bytes, what state `sid` reads: each of its
+    items whose continuation passes a counted graph's state in that state's zone (see
+    `ir.Counted`; `longest` bytes are at most as many characters) continues from the
+    twin graph's state instead, the frames below it made again over the new one. DEAD
+    where that is not so: no item passes a counted state, one passes a state outside its
+    zone, or the state holds ACCEPT or a free-bytes marker. Its mask is `sid`'s: see
+    `FlatDFA.twin_of`."""
+    a = g[1]
+    meta, frames, item_rows, set_start, set_pool = st[S_META], st[S_FRAMES], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS]
+    slots, state_set, state_next = st[S_HASH], st[S_STATE_SET], st[S_STATE_NEXT]
+    items = _set_items(set_start, set_pool, state_set[sid])
+    out = np.empty(items.size, dtype=np.int64)
+    twinned = False
+    for i in range(items.size):
+        it = items[i]
+        if it == ACCEPT or item_rows[it, 0] < 0:
+            return DEAD
+        frame = item_rows[it, 2]
+        found, depth = _counted_frame(a, frames, g_counted, frame)
+        if found < 0:
+            out[i] = it
+            continue
+        gs = a[frames[found, 1]] + frames[found, 2]
+        count = g_counted[gs, G_COUNT]
+        if count + longest > g_counted[gs, G_ZONE_TOP]:
+            return DEAD
+        chain = np.empty(depth, dtype=np.int64)  # the frames below `found`, innermost first
+        for d in range(depth):
+            chain[d] = frame
+            frame = frames[frame, 3]
+        new = _frame(meta, slots, frames, F_G, g_counted[gs, G_TWIN_NODE], g_counted[gs, G_TWIN_STATE],
+                     frames[found, 3])
+        for d in range(depth - 1, -1, -1):
+            f = chain[d]
+            new = _frame(meta, slots, frames, frames[f, 0], frames[f, 1], frames[f, 2], new)
+        out[i] = _item(meta, slots, item_rows, item_rows[it, 0], item_rows[it, 1], new)
+        if meta[M_FAILED]:
+            return DEAD
+        twinned = True
+    if not twinned:
+        return DEAD
+    out.sort()
+    twin = _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, _sorted_unique(out))
+    return DEAD if meta[M_FAILED] else twin
+
+
 @intrinsic
 def _borrowed(typingctx, array):
     """`array` without its reference count: the same data, shape and strides, and no
@@ -1450,6 +1527,14 @@ def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_s
 
 
 @numba.njit(cache=True)
+def _twin_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
+                s0, s1, s2, s3, s4, s5, s6, s7, g_counted, accepting, sid, longest, max_items, max_nesting):
+    g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
+    st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
+    return _twin_of(g, st, _borrowed(g_counted), _borrowed(accepting), sid, longest)
+
+
+@numba.njit(cache=True)
 def _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid):
     """The free bytes of state `sid` (4 x u64): the union of its markers' byte sets;
     and whether any of them is not one of the state's loops."""
@@ -1586,6 +1671,20 @@ class FlatDFA(TableDFA):
                     free = None  # no more than its loops: the LoopSlice path covers it
             self._free[sid] = free
         return free
+
+    def twin_of(self, sid: int, longest: int) -> int:
+        """A state whose mask is state `sid`'s, for tokens of at most `longest` bytes,
+        or DEAD (`_twin_of`). Inside a string whose pattern counts characters under a
+        maxLength, every count is a state of its own, and a mask's walk from one builds
+        the rows of every (pattern state, count) its tokens reach -- ~1,800 states in
+        MaskBench's word-count patterns, 10-130 ms in one step. Where the count cannot
+        bind within a token, the state's twin, which does not count, has the same mask:
+        its walk builds rows for pattern states only, and the states of every count share
+        it. Such a mask comes without the rows of its tokens' paths."""
+        if not self.flat.has_counted or sid < 0:
+            return DEAD
+        with self._lock:
+            return int(self.run(_twin_entry, lambda: (self.flat.g_counted, self.accepting, sid, longest)))
 
     def body_exit(self, sid: int) -> int:
         """The state after the closing quote of the JSON string body `sid` is in, or

@@ -122,6 +122,7 @@ class TokenTrie:
         self.no_words = np.zeros(bitmask_words(vocab_size), dtype=np.uint32)  # an empty mask, only copied from
         self._token_bytes, self._token_end = token_bytes, token_end  # sorted: what LoopSlices are cut from
         self._token_length = np.diff(token_end, prepend=0)
+        self.longest = int(self._token_length.max()) if self._token_length.size else 0  # bytes
         self._slices: dict[bytes, LoopSlice | None] = {}
         self._sightings: dict[bytes, int] = {}
         self._built = 0

@@ -918,22 +918,83 @@ class _CharNFA:
             return got
 
         edges = [(a, b, label(css)) for (a, b), css in merged.items() if a in live and b in live]
-        return _graph(len(order), 0, finals, edges)
+        graph, ids = _graph_ids(len(order), 0, finals, edges)
+        if max_len is not None and max_len >= COUNTED_MIN_LENGTH and isinstance(graph, ir.Graph):
+            graph.counted = self._counted(order, ids, min_len, max_len, label)
+        return graph
+
+    def _counted(self, order: list[tuple[int, int]], ids: dict[int, int], min_len: int, max_len: int,
+                 label) -> ir.Counted | None:
+        """The ir.Counted of the graph `to_ir` built over (pattern state, count) pairs
+        `order` (kept ones renumbered by `ids`). The twin counts only up to `min_len`
+        (a state per (pattern state, min(count, min_len))), its labels made by `label`
+        as the counted graph's were (so the same nodes)."""
+        per_pair: dict[tuple[int, int], list] = {}
+        for s in range(self.n):
+            for cs, t in self.edges[s]:
+                per_pair.setdefault((s, t), []).append(cs)
+        index = {(self.start, 0): 0}
+        pairs = [(self.start, 0)]
+        edges = []
+        for s, k in pairs:  # (grows while it runs)
+            for (a, t), css in per_pair.items():
+                if a == s:
+                    key = (t, min(k + 1, min_len))
+                    if key not in index:
+                        index[key] = len(pairs)
+                        pairs.append(key)
+                    edges.append((index[(s, k)], index[key], label(css)))
+        finals = [i for i, (s, k) in enumerate(pairs) if s in self.finals and k == min_len]
+        twin, twin_ids = _graph_ids(len(pairs), 0, finals, edges)
+        if not isinstance(twin, ir.Graph):
+            return None
+        # the most characters a live twin state still needs to reach an end
+        need = {f: 0 for f in twin.finals}
+        back: dict[int, list[int]] = {}
+        for a, b, _ in twin.edges:
+            back.setdefault(b, []).append(a)
+        frontier = list(twin.finals)
+        while frontier:  # breadth first: each state's shortest way to an end
+            reached = []
+            for b in frontier:
+                for a in back.get(b, ()):
+                    if a not in need:
+                        need[a] = need[b] + 1
+                        reached.append(a)
+            frontier = reached
+        twin_state = [-1] * len(ids)
+        count = [0] * len(ids)
+        for k, new in ids.items():
+            s, c = order[k]
+            twin_state[new] = twin_ids.get(index.get((s, min(c, min_len)), -1), -1)
+            count[new] = c
+        return ir.Counted(twin, twin_state, count, max_len - max(need.values()))
+
+
+# A string pattern under a maxLength of at least this many characters tells the automaton
+# which of its states differ only in their count (`ir.Counted`).
+COUNTED_MIN_LENGTH = 16
 
 
 def _graph(n: int, start: int, finals: Iterable[int], edges: list[tuple[int, int, ir.Node | None]]) -> ir.Node:
     """An ir.Graph with states that cannot reach a final (or be reached) removed."""
+    return _graph_ids(n, start, finals, edges)[0]
+
+
+def _graph_ids(n: int, start: int, finals: Iterable[int],
+               edges: list[tuple[int, int, ir.Node | None]]) -> tuple[ir.Node, dict[int, int]]:
+    """`_graph`, and the new number of each state kept."""
     edges = [e for e in edges if e[2] is None or not ir.is_nothing(e[2])]
     reach = ir.reaching([start], [(b, a) for a, b, _ in edges])  # reversed edges: reachable from start
     live = ir.reaching([f for f in finals if f in reach], [(a, b) for a, b, _ in edges if a in reach])
     if start not in live:
-        return ir.NOTHING
+        return ir.NOTHING, {}
     ids = {s: k for k, s in enumerate(sorted(live))}
     new_edges = tuple((ids[a], ids[b], lab) for a, b, lab in edges if a in live and b in live)
     new_finals = tuple(sorted(ids[f] for f in set(finals) if f in live))
     if not new_edges:
-        return ir.EMPTY
-    return ir.Graph(len(ids), ids[start], new_finals, new_edges)
+        return ir.EMPTY, ids
+    return ir.Graph(len(ids), ids[start], new_finals, new_edges), ids
 
 
 # ---------------------------------------------------------------- normalized schemas

@@ -1,0 +1,141 @@
+"""Strings whose pattern counts characters under a maxLength (`ir.Counted`): a state whose
+count cannot bind within a token takes the mask of its twin state, which does not count
+(`FlatDFA.twin_of`). That mask must be exactly the one the state's own walk computes,
+outputs must still validate, and the automaton must stay small where a product of
+(pattern state, count) states made it build thousands of rows per mask."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import numpy as np
+import pytest
+
+import structgen
+from structgen.automata.dfa import DEAD
+from structgen.automata.tokens import state_tokens
+from structgen.grammar import ir
+from structgen.grammar.json_schema import schema_to_ir
+
+WORDS = "^(?:\\S+\\s+){0,5}\\S+$"
+SCHEMAS = [
+    {"type": "object", "properties": {
+        "tags": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 120, "pattern": WORDS}},
+        "name": {"type": "string", "minLength": 2, "maxLength": 100, "pattern": "^[A-Za-z é]+$"}},
+     "required": ["tags", "name"]},
+    {"anyOf": [{"type": "string", "maxLength": 150, "pattern": "^[a-z]+(-[a-z0-9]+)*$"},
+               {"type": "string", "maxLength": 90, "minLength": 3, "pattern": "^\\w+$"}]},
+]
+
+
+def _counted_graphs(node: ir.Node) -> list[ir.Graph]:
+    found, seen, pending = [], set(), [node]
+    while pending:
+        n = pending.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, ir.Graph):
+            if n.counted is not None:
+                found.append(n)
+            pending += [lab for _, _, lab in n.edges if lab is not None]
+        elif isinstance(n, (ir.Concat, ir.Alt)):
+            pending += list(n.items)
+        elif isinstance(n, ir.Repeat):
+            pending.append(n.item)
+        elif isinstance(n, ir.Ref):
+            pending.append(n.target)
+    return found
+
+
+def test_counted_graph_describes_its_zone():
+    """The product of a word-count pattern and maxLength 120 says, per state, its count
+    and its pattern state in the twin, whose labels are the same nodes."""
+    graphs = _counted_graphs(schema_to_ir({"type": "string", "maxLength": 120, "pattern": WORDS}))
+    assert len(graphs) == 1
+    graph = graphs[0]
+    counted = graph.counted
+    # a state inside a word of the group still needs a space and a word: two characters
+    assert counted.zone_top == 118
+    assert set(counted.count) == set(range(121))
+    assert max(counted.twin_state) == counted.twin.num_states - 1 and min(counted.twin_state) >= 0
+    assert {id(lab) for _, _, lab in counted.twin.edges} <= {id(lab) for _, _, lab in graph.edges}
+    # with a minLength the twin counts up to it: from the start, 3 characters to an end
+    counted = _counted_graphs(schema_to_ir({"type": "string", "minLength": 3, "maxLength": 120, "pattern": WORDS}))[0].counted
+    assert counted.zone_top == 117
+    assert counted.twin.num_states <= 4 * graph.counted.twin.num_states
+    # short bounds leave no zone to share: no twin
+    assert not _counted_graphs(schema_to_ir({"type": "string", "maxLength": 12, "pattern": WORDS}))
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_twin_masks_equal_the_states_own(smollm2_vocab, index):
+    """Random walks over allowed tokens: wherever a state has a twin, the mask the matcher
+    gives (the twin's) equals the one the state's own walk computes, token for token."""
+    grammar = structgen.compile_json_schema(SCHEMAS[index], smollm2_vocab, warm_s=0)
+    assert grammar.dfa.flat.has_counted
+    rng = random.Random(index)
+    mask = structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
+    twinned = 0
+    for _ in range(25):
+        matcher = grammar.matcher()
+        for _ in range(40):
+            state = matcher._stack[-1]
+            if state < 0:
+                break
+            matcher.fill_bitmask(mask, 0)
+            if grammar.dfa.twin_of(state, grammar._trie.longest) >= 0:
+                own = state_tokens(grammar.dfa, grammar._trie, state).words
+                assert np.array_equal(mask[0, : own.size], own), f"state {state}: twin mask differs"
+                twinned += 1
+            allowed = matcher.allowed_token_ids()
+            token = int(rng.choice(allowed.tolist()))
+            if token in grammar._eos:
+                break
+            assert matcher.accept_token(token)
+    assert twinned >= 20  # the walks met the zone
+
+
+def test_outputs_through_twins_validate(smollm2_vocab, smollm2_tokenizer):
+    """Documents whose strings sit in the zone are accepted token by token (the twin's
+    masks come without rows: the matcher follows each token's bytes itself), and the
+    automaton stays small: every count shares its pattern state's mask."""
+    schema = SCHEMAS[0]
+    doc = {"tags": ["Feature one two", "Benefit 2", "Dédié à la sécurité des données"], "name": "Ann Lee"}
+    structgen.clear_cache()  # a fresh automaton (the walks above grew the cached one)
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    matcher = grammar.matcher()
+    mask = structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
+    ids = smollm2_tokenizer.encode(json.dumps(doc), add_special_tokens=False) + [smollm2_tokenizer.eos_token_id]
+    for token in ids:
+        matcher.fill_bitmask(mask, 0)
+        assert (mask[0, token >> 5] >> (token & 31)) & 1
+        assert matcher.accept_token(token)
+    assert matcher.is_terminated()
+    jsonschema.validate(doc, schema)
+    # one mask's walk built ~1,800 states without twins; with them, this whole document
+    # builds ~1,000
+    assert grammar.dfa.num_states < 1_500
+    # too many words: rejected (the pattern still binds through the twin)
+    matcher = grammar.matcher()
+    bad = json.dumps({"tags": ["a b c d e f g"], "name": "Ann"})
+    assert not all(matcher.accept_token(t) for t in smollm2_tokenizer.encode(bad, add_special_tokens=False))
+
+
+def test_no_twin_where_the_count_may_bind(smollm2_vocab):
+    """The zone ends where the longest token could reach maxLength: a state there keeps
+    its own mask. (The zone's top is 98 here, see above; a state between characters
+    counts the next one already -- its items continue at the state after it -- so the
+    last string length in the zone is 98 less the longest token, less one.)"""
+    schema = {"type": "string", "maxLength": 100, "pattern": WORDS}
+    assert _counted_graphs(schema_to_ir(schema))[0].counted.zone_top == 98
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    longest = grammar._trie.longest
+    assert longest < 98  # SmolLM2: 81 bytes
+    dfa = grammar.dfa
+    last = 98 - longest - 1
+    assert dfa.twin_of(dfa.walk(dfa.start, b'"'), longest) >= 0
+    assert dfa.twin_of(dfa.walk(dfa.start, b'"' + b"x" * last), longest) >= 0
+    assert dfa.twin_of(dfa.walk(dfa.start, b'"' + b"x" * (last + 1)), longest) == DEAD
