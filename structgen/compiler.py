@@ -126,14 +126,17 @@ def _load_flat_code(vocab) -> None:
     if vocab.fingerprint in _flat_code_loaded:
         return
     text = json_char_ir(ANY_CHAR)  # a character of a JSON string
+    counted = ir.rep(text, 0, 20)
+    counted.twin = ir.Repeat(text, 0, None)  # (too short for a zone: `twin_of` runs, finds none)
     nfa = LazyNFA(ir.seq(ir.lit('{"'), StringExcept(["a"]), ir.lit('": '), ir.rep(ir.byte_range(0x30, 0x39), 1, None),
-                         ir.lit(', "b": "'), ir.rep(text, 0, 20), ir.lit('", "c": "'), ir.rep(text),
+                         ir.lit(', "b": "'), counted, ir.lit('", "c": "'), ir.rep(text),
                          ir.lit('", "d": "'), json_body_ir(), ir.lit('"}')))
     dfa = FlatDFA(nfa)
     dfa.expand(dfa.start)  # a row built from Python
     grammar = CompiledGrammar("warm-up", "", FlatDFA(nfa), vocab)
     grammar.tokens_of(grammar.dfa.start)  # rows built inside the token walk
     grammar.tokens_of(grammar.dfa.walk(grammar.dfa.start, b'{"'))  # a key's free bytes
+    grammar.dfa.free_bytes(grammar.dfa.walk(grammar.dfa.start, b'{"'))  # ... asked from Python
     # a counted run, a loop (with their slice), a string body (with its vocabulary's tables)
     for prefix in (b'{"k": 1, "b": "', b'{"k": 1, "b": "x', b'{"k": 1, "b": "", "c": "',
                    b'{"k": 1, "b": "", "c": "", "d": "'):

@@ -27,6 +27,10 @@ SCHEMAS = [
      "required": ["tags", "name"]},
     {"anyOf": [{"type": "string", "maxLength": 150, "pattern": "^[a-z]+(-[a-z0-9]+)*$"},
                {"type": "string", "maxLength": 90, "minLength": 3, "pattern": "^\\w+$"}]},
+    {"type": "object", "properties": {  # plain strings: a Repeat of characters and its twin
+        "title": {"type": "string", "minLength": 2, "maxLength": 200},
+        "notes": {"type": "array", "maxItems": 2, "items": {"type": "string", "maxLength": 150}}},
+     "required": ["title", "notes"], "additionalProperties": False},
 ]
 
 
@@ -68,6 +72,15 @@ def test_counted_graph_describes_its_zone():
     assert counted.twin.num_states <= 4 * graph.counted.twin.num_states
     # short bounds leave no zone to share: no twin
     assert not _counted_graphs(schema_to_ir({"type": "string", "maxLength": 12, "pattern": WORDS}))
+
+
+def test_bounded_plain_string_has_an_unbounded_twin():
+    """A string without a pattern is a Repeat of characters; under a maxLength its twin
+    is the same character from minLength times on, without a bound."""
+    body = schema_to_ir({"type": "string", "minLength": 2, "maxLength": 200}).items[1]
+    assert isinstance(body, ir.Repeat) and (body.min, body.max) == (2, 200)
+    assert body.twin.item is body.item and (body.twin.min, body.twin.max) == (2, None)
+    assert schema_to_ir({"type": "string", "maxLength": 12}).items[1].twin is None
 
 
 @pytest.mark.parametrize("index", range(len(SCHEMAS)))

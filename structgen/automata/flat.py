@@ -22,7 +22,10 @@ and lexemes as the basic nodes they are (the Python automaton's key-prefix rows 
 shared lexeme DFA do not apply here). Free bytes do: where a closure passes a graph
 state that declares some (`ir.Graph.free`, the trie of a StringExcept), it adds a marker
 item (a negative leaf: the row of `bitsets` holding them), which reads no byte and
-tells `FlatDFA.free_bytes` what the state takes unwalked.
+tells `FlatDFA.free_bytes` what the state takes unwalked. A graph that counts characters
+(`ir.Counted`: a pattern under a maxLength) is flattened with its twin, which does not
+count; `FlatDFA.twin_of` rewrites a state whose count cannot bind within a token into the
+twin's state, whose mask it shares.
 
 The compiler's default (STRUCTGEN_AUTOMATON=python selects the Python one). The IR is
 flattened at compile time, in Python; nodes that several grammars share are flattened
@@ -87,9 +90,10 @@ class _Block:
         self.ids = ids
         self.bitset_of = bitset_of  # ranges (or ("bits", n)) -> row of `bitsets`
         self.raw = raw
-        (kind, a, b, c, kids, data, bitsets, g_final, g_edge_end, g_dst, g_label, g_free, g_counted) = raw
+        (kind, a, b, c, kids, data, bitsets, g_final, g_edge_end, g_dst, g_label, g_free, g_counted, node_twin) = raw
         self.num_nodes, self.num_graph_states = kind.size, g_final.size
         self.kind, self.a, self.b, self.c, self.kids = kind, a, b, c, kids
+        self.node_twin = node_twin if node_twin.size else np.full(1, -1, np.int64)
         self.data = data if data.size else np.zeros(1, np.uint8)
         self.bitsets = bitsets if bitsets.shape[0] else np.zeros((1, 4), np.uint64)
         self.g_final, self.g_free, self.g_counted = g_final, g_free, g_counted
@@ -113,7 +117,7 @@ class _Block:
 _EMPTY_BLOCK = _Block({}, {}, (
     *(np.zeros(0, dtype=np.int64) for _ in range(5)), np.zeros(0, dtype=np.uint8), np.zeros((0, 4), dtype=np.uint64),
     np.zeros(0, dtype=np.bool_), *(np.zeros(0, dtype=np.int64) for _ in range(4)),
-    np.zeros((0, G_COUNTED_FIELDS), dtype=np.int64),
+    np.zeros((0, G_COUNTED_FIELDS), dtype=np.int64), np.zeros(0, dtype=np.int64),
 ), None)
 
 
@@ -142,6 +146,7 @@ class _Flattener:
         self.g_label: list[int] = []
         self.g_free: list[int] = []  # per graph state, the row of `bitsets` of its free bytes, or -1
         self.g_counted: list[tuple[int, ...]] = []  # per graph state, see G_COUNTED_FIELDS
+        self.node_twin: list[int] = []  # per node, a bounded Repeat's twin (`ir.Repeat.twin`), or -1
 
     def id_of(self, node: ir.Node) -> int:
         key = id(node)
@@ -188,6 +193,7 @@ class _Flattener:
         self.a += [0] * n
         self.b += [0] * n
         self.c += [-1] * n
+        self.node_twin += [-1] * n
         for offset, node in enumerate(nodes):
             self._fill(start + offset, node)
 
@@ -208,6 +214,8 @@ class _Flattener:
             self.kind[i] = K_REPEAT
             self.a[i], self.b[i] = self.id_of(node.item), node.min
             self.c[i] = -1 if node.max is None else node.max
+            if node.twin is not None:
+                self.node_twin[i] = self.id_of(node.twin)
         elif isinstance(node, ir.Graph):
             self.kind[i] = K_GRAPH
             self.a[i], self.b[i], self.c[i] = self._graph0 + len(self.g_final), node.start, node.num_states
@@ -267,7 +275,8 @@ class _Flattener:
         """The base and the nodes added here, as one block. A block that no flattener
         will start from needs no ids (merging the shared block's is ~1 ms)."""
         own = (self.kind, self.a, self.b, self.c, self.kids, np.frombuffer(bytes(self.data), dtype=np.uint8),
-               self.bitsets, self.g_final, self.g_edge_end, self.g_dst, self.g_label, self.g_free, self.g_counted)
+               self.bitsets, self.g_final, self.g_edge_end, self.g_dst, self.g_label, self.g_free, self.g_counted,
+               self.node_twin)
         raw = tuple(old if not len(new) else np.concatenate([old, np.asarray(new, dtype=old.dtype).reshape(-1, *old.shape[1:])])
                     for old, new in zip(self.base.raw, own))
         if not with_ids:
@@ -279,7 +288,7 @@ def _children(node: ir.Node) -> list[ir.Node]:
     if isinstance(node, (ir.Concat, ir.Alt)):
         return list(node.items)
     if isinstance(node, ir.Repeat):
-        return [node.item]
+        return [node.item] if node.twin is None else [node.item, node.twin]
     if isinstance(node, ir.Graph):
         twin = [] if node.counted is None else [node.counted.twin]
         return [lab for _, _, lab in node.edges if lab is not None] + twin
@@ -323,8 +332,8 @@ class FlatIR:
         self.num_nodes = block.num_nodes
         self.nonempty = block.nonempty
         self.has_free = bool((block.g_free >= 0).any())
-        self.g_counted = block.g_counted  # (not in `arrays`: only `FlatDFA.twin_of` reads it)
-        self.has_counted = bool((block.g_counted[:, G_TWIN_NODE] >= 0).any())
+        self.g_counted, self.node_twin = block.g_counted, block.node_twin  # (read by `FlatDFA.twin_of` only)
+        self.has_counted = bool((block.g_counted[:, G_TWIN_NODE] >= 0).any() or (block.node_twin >= 0).any())
         # The node of any JSON string body, where this IR has it: a state in such a body
         # takes its mask from tables made once per vocabulary (`_body_exit`).
         body = id(json_body_ir())
@@ -1310,12 +1319,16 @@ def _body_exit(g, st, accepting, sid, body, max_items, max_nesting):
 
 
 @numba.njit(cache=True, inline="always")
-def _counted_frame(a, frames, g_counted, frame):
-    """The first frame up the chain from `frame` that is a state of a graph that counts
-    characters (`ir.Counted`), and how many frames lie below it; (-1, 0) where none."""
+def _counted_frame(a, frames, g_counted, node_twin, frame):
+    """The first frame up the chain from `frame` that counts characters -- a state of a
+    graph that does (`ir.Counted`), an iteration of a Repeat with a twin -- and how many
+    frames lie below it; (-1, 0) where none."""
     depth = 0
     while frame != DONE:
-        if frames[frame, 0] == F_G and g_counted[a[frames[frame, 1]] + frames[frame, 2], G_TWIN_NODE] >= 0:
+        fkind, fnode = frames[frame, 0], frames[frame, 1]
+        if fkind == F_G and g_counted[a[fnode] + frames[frame, 2], G_TWIN_NODE] >= 0:
+            return frame, depth
+        if fkind == F_R and node_twin[fnode] >= 0:
             return frame, depth
         frame = frames[frame, 3]
         depth += 1
@@ -1323,15 +1336,17 @@ def _counted_frame(a, frames, g_counted, frame):
 
 
 @numba.njit(cache=True)
-def _twin_of(g, st, g_counted, accepting, sid, longest):
+def _twin_of(g, st, g_counted, node_twin, accepting, sid, longest):
     """The state that reads, for `longest` bytes, what state `sid` reads: each of its
-    items whose continuation passes a counted graph's state in that state's zone (see
-    `ir.Counted`; `longest` bytes are at most as many characters) continues from the
-    twin graph's state instead, the frames below it made again over the new one. DEAD
-    where that is not so: no item passes a counted state, one passes a state outside its
-    zone, or the state holds ACCEPT or a free-bytes marker. Its mask is `sid`'s: see
-    `FlatDFA.twin_of`."""
-    a = g[1]
+    items whose continuation passes a counting frame in its zone continues from the
+    twin's frame instead, the frames below it made again over the new one. A counted
+    graph's state is in its zone where its count and `longest` stay within the zone's
+    top (see `ir.Counted`; `longest` bytes are at most as many characters); a Repeat's
+    iteration k (the one being read included) where k + `longest` stays within its
+    max, and its twin goes on at iteration min(k, min). DEAD where that is not so: no
+    item passes a counting frame, one passes one outside its zone, or the state holds
+    ACCEPT or a free-bytes marker. Its mask is `sid`'s: see `FlatDFA.twin_of`."""
+    a, b, c = g[1], g[2], g[3]
     meta, frames, item_rows, set_start, set_pool = st[S_META], st[S_FRAMES], st[S_ITEMS], st[S_SET_START], st[S_SET_ITEMS]
     slots, state_set, state_next = st[S_HASH], st[S_STATE_SET], st[S_STATE_NEXT]
     items = _set_items(set_start, set_pool, state_set[sid])
@@ -1342,20 +1357,25 @@ def _twin_of(g, st, g_counted, accepting, sid, longest):
         if it == ACCEPT or item_rows[it, 0] < 0:
             return DEAD
         frame = item_rows[it, 2]
-        found, depth = _counted_frame(a, frames, g_counted, frame)
+        found, depth = _counted_frame(a, frames, g_counted, node_twin, frame)
         if found < 0:
             out[i] = it
             continue
-        gs = a[frames[found, 1]] + frames[found, 2]
-        count = g_counted[gs, G_COUNT]
-        if count + longest > g_counted[gs, G_ZONE_TOP]:
-            return DEAD
+        fkind, fnode, findex = frames[found, 0], frames[found, 1], frames[found, 2]
+        if fkind == F_G:
+            gs = a[fnode] + findex
+            if g_counted[gs, G_COUNT] + longest > g_counted[gs, G_ZONE_TOP]:
+                return DEAD
+            twin_node, twin_index = g_counted[gs, G_TWIN_NODE], g_counted[gs, G_TWIN_STATE]
+        else:
+            if findex + longest > c[fnode]:
+                return DEAD
+            twin_node, twin_index = node_twin[fnode], min(findex, b[fnode])
         chain = np.empty(depth, dtype=np.int64)  # the frames below `found`, innermost first
         for d in range(depth):
             chain[d] = frame
             frame = frames[frame, 3]
-        new = _frame(meta, slots, frames, F_G, g_counted[gs, G_TWIN_NODE], g_counted[gs, G_TWIN_STATE],
-                     frames[found, 3])
+        new = _frame(meta, slots, frames, fkind, twin_node, twin_index, frames[found, 3])
         for d in range(depth - 1, -1, -1):
             f = chain[d]
             new = _frame(meta, slots, frames, frames[f, 0], frames[f, 1], frames[f, 2], new)
@@ -1528,10 +1548,10 @@ def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_s
 
 @numba.njit(cache=True)
 def _twin_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
-                s0, s1, s2, s3, s4, s5, s6, s7, g_counted, accepting, sid, longest, max_items, max_nesting):
+                s0, s1, s2, s3, s4, s5, s6, s7, g_counted, node_twin, accepting, sid, longest, max_items, max_nesting):
     g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
     st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
-    return _twin_of(g, st, _borrowed(g_counted), _borrowed(accepting), sid, longest)
+    return _twin_of(g, st, _borrowed(g_counted), _borrowed(node_twin), _borrowed(accepting), sid, longest)
 
 
 @numba.njit(cache=True)
@@ -1674,17 +1694,19 @@ class FlatDFA(TableDFA):
 
     def twin_of(self, sid: int, longest: int) -> int:
         """A state whose mask is state `sid`'s, for tokens of at most `longest` bytes,
-        or DEAD (`_twin_of`). Inside a string whose pattern counts characters under a
-        maxLength, every count is a state of its own, and a mask's walk from one builds
-        the rows of every (pattern state, count) its tokens reach -- ~1,800 states in
-        MaskBench's word-count patterns, 10-130 ms in one step. Where the count cannot
-        bind within a token, the state's twin, which does not count, has the same mask:
-        its walk builds rows for pattern states only, and the states of every count share
-        it. Such a mask comes without the rows of its tokens' paths."""
+        or DEAD (`_twin_of`). Inside a string under a maxLength every count is a state
+        of its own, and a mask's walk from one builds the rows of every count (and
+        pattern state) its tokens reach -- ~1,800 states in MaskBench's word-count
+        patterns, 10-130 ms in one step; ~700 in a plain string. Where the count cannot
+        bind within a token, the state's twin, which counts no further than minLength,
+        has the same mask: its walk builds the rows of the pattern's states only, and
+        the states of every count share it. Such a mask comes without the rows of its
+        tokens' paths."""
         if not self.flat.has_counted or sid < 0:
             return DEAD
         with self._lock:
-            return int(self.run(_twin_entry, lambda: (self.flat.g_counted, self.accepting, sid, longest)))
+            return int(self.run(_twin_entry, lambda: (self.flat.g_counted, self.flat.node_twin, self.accepting, sid,
+                                                      longest)))
 
     def body_exit(self, sid: int) -> int:
         """The state after the closing quote of the JSON string body `sid` is in, or

@@ -84,12 +84,18 @@ class Alt(Node):
 
 
 class Repeat(Node):
-    __slots__ = ("item", "min", "max")
+    """`item` min..max times (max None: unbounded). `twin`, optional: the same item from
+    min times on without a bound, set by a builder whose item reads at least one byte
+    each time (a JSON string's characters under a maxLength), so that the automaton can
+    give the counts a token cannot take past max one mask (`flat.FlatDFA.twin_of`)."""
+
+    __slots__ = ("item", "min", "max", "twin")
 
     def __init__(self, item: Node, min: int, max: int | None):
         self.item = item
         self.min = min
         self.max = max
+        self.twin: Repeat | None = None
 
     def __repr__(self) -> str:
         return f"Repeat({self.item!r}, {self.min}, {self.max})"

@@ -2570,7 +2570,10 @@ class _Compiler:
                 return _string_except(excluded) if lo == 0 and hi is None else _body_excluding(excluded, lo, hi)
             if lo == 0 and hi is None:
                 return _cs().json_body_ir()
-            return ir.rep(C.json_char_ir(C.ANY_CHAR), lo, hi)
+            body = ir.rep(C.json_char_ir(C.ANY_CHAR), lo, hi)
+            if isinstance(body, ir.Repeat) and hi is not None and hi >= COUNTED_MIN_LENGTH:
+                body.twin = ir.Repeat(body.item, body.min, None)  # (a character is at least a byte)
+            return body
         if excluded:
             return ir.NOTHING  # documented over-constraint (not/enum exclusions next to a pattern)
         if len(nfas) == 1:
