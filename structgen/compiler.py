@@ -127,7 +127,7 @@ def _load_flat_code(vocab) -> None:
         return
     text = json_char_ir(ANY_CHAR)  # a character of a JSON string
     counted = ir.rep(text, 0, 20)
-    counted.twin = ir.Repeat(text, 0, None)  # (too short for a zone: `twin_of` runs, finds none)
+    counted.twin = ir.Repeat(text, 0, None)  # (too short for a zone: masks look for a twin, find none)
     nfa = LazyNFA(ir.seq(ir.lit('{"'), StringExcept(["a"]), ir.lit('": '), ir.rep(ir.byte_range(0x30, 0x39), 1, None),
                          ir.lit(', "b": "'), counted, ir.lit('", "c": "'), ir.rep(text),
                          ir.lit('", "d": "'), json_body_ir(), ir.lit('"}')))

@@ -16,7 +16,6 @@ import numpy as np
 
 from structgen.automata.dfa import DEAD, LazyDFA
 from structgen.automata.example import covering_example
-from structgen.automata.flat import FlatDFA
 from structgen.automata.tokens import (
     StateTokens,
     bitmask_words,
@@ -90,13 +89,8 @@ class CompiledGrammar:
         near each other from asking for one another forever."""
         table = self._tables.get(sid)
         if table is None:
-            twin = self.dfa.twin_of(sid, self._trie.longest) if isinstance(self.dfa, FlatDFA) else DEAD
-            if twin >= 0:  # a count that cannot bind within a token: the twin's mask (no rows)
-                shared = self._table(twin, depth)
-                table = StateTokens(words=shared.words, num_allowed=shared.num_allowed, rows_built=False)
-            else:
-                near = (lambda t: self._table(t, depth + 1)) if depth < NEAR_DEPTH else None
-                table = state_tokens(self.dfa, self._trie, sid, near, self._siblings)
+            near = (lambda t: self._table(t, depth + 1)) if depth < NEAR_DEPTH else None
+            table = state_tokens(self.dfa, self._trie, sid, near, self._siblings, lambda t: self._table(t, depth))
             self._tables[sid] = table
         return table
 

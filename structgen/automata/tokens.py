@@ -56,7 +56,7 @@ import numpy as np
 
 from structgen.automata.dfa import DEAD, LazyDFA
 from structgen.automata.flat import (CODE_STAMP, M_FAILED, FlatDFA, _bit_count, _body_exit, _free_entry, _ir_tuple,
-                                     _known_loops, _rows_borrowed, _store_tuple, expand_rows)
+                                     _known_loops, _rows_borrowed, _store_tuple, _twin_of, expand_rows)
 from structgen.automata.nfa import LazyNFA
 from structgen.grammar import ir
 from structgen.grammar.charset import json_body_ir
@@ -645,22 +645,28 @@ def _run(table, expanded, start, members, limit):
     return limit, state, _RUN_FULL
 
 
-def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblings: dict | None = None) -> StateTokens:
+def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblings: dict | None = None,
+                 twin_tokens=None) -> StateTokens:
     """The tokens DFA state `sid` allows, expanding the DFA rows the walk needs.
     `tokens_of(t)`, when given, returns the (cached) StateTokens of another state: a
     state near one (`near_state`) copies that state's mask and walks only the first
     bytes where the two differ. `siblings` (kept by the caller, who caches every table
     this returns) maps a dominant target to the last state computed with it that was
-    not near it."""
+    not near it. `twin_tokens(t)`, when given, returns the (cached) StateTokens of a
+    state's twin (`FlatDFA.twin_of`), whose mask a state with one takes, without rows."""
     if isinstance(dfa, FlatDFA):
         body = dfa.flat.body_node if dfa.flat.body_node >= 0 and trie.body_exits() is not None else -1
+        longest = trie.longest if twin_tokens is not None and dfa.flat.has_counted else 0
         with dfa._lock:
             allowed, words, free, closed = dfa.run(_plain_tokens, lambda: (
                 dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
                 trie.token_start, trie.token_ids, trie.subtree_end, trie.below, body, trie.eos_words.view(np.uint32),
-                sid))
+                dfa.flat.g_counted, dfa.flat.node_twin, longest, sid))
         if allowed >= 0:  # a plain state, done in one compiled call
             return StateTokens(words=words.view(np.int32), num_allowed=allowed)
+        if allowed == NOT_PLAIN_TWIN:  # a count that cannot bind within a token: the twin's mask
+            shared = twin_tokens(closed)
+            return StateTokens(words=shared.words, num_allowed=shared.num_allowed, rows_built=False)
         if allowed == NOT_PLAIN_BODY:
             return _body_flat(dfa, trie.body_exits(), closed)
         if allowed != NOT_PLAIN_WIDE:  # a loop or free bytes: the slice's tokens, then one walk of the rest
@@ -849,7 +855,7 @@ def _walk_building_for(flat_stamp: int):
     def plain_tokens(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                      s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
                      edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
-                     body, eos_words, sid, max_items, max_nesting):
+                     body, eos_words, g_counted, node_twin, longest, sid, max_items, max_nesting):
         """`state_tokens` in one call for a plain state -- no loop, no free bytes, few
         live bytes (so no near state and no counted run): its row, then the walk of the
         whole trie from it. Returns (allowed count, mask words, free bytes, DEAD); for a
@@ -858,12 +864,20 @@ def _walk_building_for(flat_stamp: int):
         state or start a counted run (many live bytes, most of them not looping), else
         NOT_PLAIN_LOOP. Before all that, a state inside the JSON string body `body` (>= 0
         where the grammar has one) is told apart, without its row: (NOT_PLAIN_BODY,
-        nothing, nothing, the state after the string's closing quote)."""
+        nothing, nothing, the state after the string's closing quote); and first, where
+        `longest` > 0 (the grammar has strings that count characters), a state with a
+        twin (`flat._twin_of`): (NOT_PLAIN_TWIN, nothing, nothing, the twin)."""
         g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
                       g_free)
         st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
         table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
         words = np.zeros(eos_words.size + 0 * flat_stamp, dtype=np.uint32)  # (the stamp, as above)
+        if longest > 0:
+            twin = _twin_of(g, st, g_counted, node_twin, accepting, sid, longest)
+            if s0[M_FAILED]:
+                return NOT_PLAIN_FAILED, words[:0], np.zeros(4, dtype=np.uint64), DEAD
+            if twin >= 0:
+                return NOT_PLAIN_TWIN, words[:0], np.zeros(4, dtype=np.uint64), twin
         if body >= 0:
             closed = _body_exit(g, st, accepting, sid, body, max_items, max_nesting)
             if s0[M_FAILED]:  # the call is run again (`FlatDFA.run`)
@@ -931,5 +945,5 @@ def _with_eos(words, eos_words):
 
 
 # What `_plain_tokens` returns for a state that is not plain (see there).
-NOT_PLAIN_LOOP, NOT_PLAIN_FREE, NOT_PLAIN_WIDE, NOT_PLAIN_FAILED, NOT_PLAIN_BODY = -1, -2, -3, -4, -5
+NOT_PLAIN_LOOP, NOT_PLAIN_FREE, NOT_PLAIN_WIDE, NOT_PLAIN_FAILED, NOT_PLAIN_BODY, NOT_PLAIN_TWIN = -1, -2, -3, -4, -5, -6
 _walk_building, _plain_tokens, _sliced_tokens = _walk_building_for(CODE_STAMP)

@@ -929,21 +929,21 @@ class _CharNFA:
         `order` (kept ones renumbered by `ids`). The twin counts only up to `min_len`
         (a state per (pattern state, min(count, min_len))), its labels made by `label`
         as the counted graph's were (so the same nodes)."""
-        per_pair: dict[tuple[int, int], list] = {}
+        moves: list[dict[int, list]] = [{} for _ in range(self.n)]  # per state: next state -> char sets
         for s in range(self.n):
             for cs, t in self.edges[s]:
-                per_pair.setdefault((s, t), []).append(cs)
+                moves[s].setdefault(t, []).append(cs)
+        labelled = [[(t, label(css)) for t, css in out.items()] for out in moves]
         index = {(self.start, 0): 0}
         pairs = [(self.start, 0)]
         edges = []
         for s, k in pairs:  # (grows while it runs)
-            for (a, t), css in per_pair.items():
-                if a == s:
-                    key = (t, min(k + 1, min_len))
-                    if key not in index:
-                        index[key] = len(pairs)
-                        pairs.append(key)
-                    edges.append((index[(s, k)], index[key], label(css)))
+            for t, lab in labelled[s]:
+                key = (t, min(k + 1, min_len))
+                if key not in index:
+                    index[key] = len(pairs)
+                    pairs.append(key)
+                edges.append((index[(s, k)], index[key], lab))
         finals = [i for i, (s, k) in enumerate(pairs) if s in self.finals and k == min_len]
         twin, twin_ids = _graph_ids(len(pairs), 0, finals, edges)
         if not isinstance(twin, ir.Graph):
