@@ -332,7 +332,9 @@ class FlatIR:
         self.num_nodes = block.num_nodes
         self.nonempty = block.nonempty
         self.has_free = bool((block.g_free >= 0).any())
-        self.g_counted, self.node_twin = block.g_counted, block.node_twin  # (read by `FlatDFA.twin_of` only)
+        # (not in `arrays`: only the twin check reads them, `_twin_of` from `FlatDFA.twin_of`
+        # and from a mask's call, `tokens.state_tokens`)
+        self.g_counted, self.node_twin = block.g_counted, block.node_twin
         self.has_counted = bool((block.g_counted[:, G_TWIN_NODE] >= 0).any() or (block.node_twin >= 0).any())
         # The node of any JSON string body, where this IR has it: a state in such a body
         # takes its mask from tables made once per vocabulary (`_body_exit`).
@@ -1022,10 +1024,10 @@ def _item_target(g, st, it, max_items, max_nesting):
     inlined: the loops over a state's items (`_expand`, `_step`, `_known_loops`) read a
     known target from the row themselves and call this for the first one only, as
     inlined code that takes `g` and `st` counts a reference up and down on each of
-    their ~22 arrays at every item (an atomic add each: with `_walk`'s pushes, ~40% of
-    the reference counts of MaskBench's first visits, and those ~20% of their time).
-    A call costs the same (each array argument is counted at entry and exit): rare
-    calls only."""
+    their ~22 arrays at every item (an atomic add each, until 7b9dfc2 borrowed the
+    arrays: with `_walk`'s pushes, ~40% of the reference counts of MaskBench's first
+    visits, and those ~20% of their time). A call costs the same (each array argument
+    is counted at entry and exit): rare calls only."""
     item_rows = st[S_ITEMS]
     target = item_rows[it, ITEM_TARGET]
     if target < 0:
