@@ -66,6 +66,8 @@ def from_chars(chars: str) -> CharSet:
 
 
 def union(*sets: CharSet) -> CharSet:
+    if len(sets) == 1:  # already normalized: the common case of a pattern's edges
+        return sets[0]
     return ir.normalize_ranges(r for s in sets for r in s)
 
 

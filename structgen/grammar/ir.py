@@ -468,7 +468,24 @@ def expanded_size(node: Node, limit: int | None = None) -> int:
     repeats without a bound, and what it costs is what decoding visits). A lexeme counts
     as one position, as the NFA enters it (one item on the shared lexeme DFA). Stops
     early (returning a value > limit) once `limit` is passed.
+
+    The last answer is remembered: a JSON Schema compile checks its IR's size and the
+    compiler checks it again (the same node and limit), and the count is a tenth of a
+    typical compile.
     """
+    global _last_expanded_size
+    last = _last_expanded_size
+    if last[0] is node and last[1] == limit:
+        return last[2]
+    total = _count_expanded(node, limit)
+    _last_expanded_size = (node, limit, total)  # one tuple: safe across threads
+    return total
+
+
+_last_expanded_size: tuple = (None, None, 0)
+
+
+def _count_expanded(node: Node, limit: int | None) -> int:
     # Every node reachable, parents before children (a DFS's reversed post-order; the
     # graph has no cycle once the edges into Ref targets are left out).
     kids: dict[int, list[Node]] = {}
