@@ -16,9 +16,11 @@ import numpy as np
 
 from structgen.automata.dfa import DEAD, LazyDFA
 from structgen.automata.example import covering_example
+from structgen.automata.flat import FlatDFA
 from structgen.automata.tokens import (
     StateTokens,
     bitmask_words,
+    plain_tables,
     state_tokens,
     token_trie,
 )
@@ -31,6 +33,7 @@ MAX_TOKEN_TABLES = 20_000  # cached masks per grammar before the compile cache r
 # ahead must never bring a fresh grammar near being `exhausted`.
 WARM_BUDGET_SHARE = 0.25
 WARM_PATH_PIECE_S = 0.001  # time to walk an example between two looks at the clock
+WARM_CHUNK = 16  # states warmed in one compiled call, between two looks at the clock
 NEAR_DEPTH = 2  # a first visit computes at most this many near states' tables first
 
 
@@ -83,14 +86,15 @@ class CompiledGrammar:
                 table = self._table(sid, 0)
         return table
 
-    def _table(self, sid: int, depth: int) -> StateTokens:
+    def _table(self, sid: int, depth: int, known: tuple | None = None) -> StateTokens:
         """tokens_of under the lock. A state may start from the table of a near state
         (tokens.near_state), computed first if need be; the depth bound keeps two states
-        near each other from asking for one another forever."""
+        near each other from asking for one another forever. `known`: see state_tokens."""
         table = self._tables.get(sid)
         if table is None:
             near = (lambda t: self._table(t, depth + 1)) if depth < NEAR_DEPTH else None
-            table = state_tokens(self.dfa, self._trie, sid, near, self._siblings, lambda t: self._table(t, depth))
+            table = state_tokens(self.dfa, self._trie, sid, near, self._siblings, lambda t: self._table(t, depth),
+                                 known)
             self._tables[sid] = table
         return table
 
@@ -110,19 +114,35 @@ class CompiledGrammar:
         decoding step."""
         deadline = time.perf_counter() + budget_s
         path = self._path_until(data, deadline)
+        states = list(dict.fromkeys(path[i] for i in offsets if 0 <= i < len(path) and path[i] >= 0))
         warmed = 0
-        for offset in offsets:
+        for at in range(0, len(states), WARM_CHUNK):
             if (time.perf_counter() > deadline or self.dfa.num_states >= WARM_BUDGET_SHARE * self.dfa.max_states
                     or len(self._tables) >= WARM_BUDGET_SHARE * MAX_TOKEN_TABLES):
                 break
-            state = path[offset] if 0 <= offset < len(path) else DEAD
-            if state >= 0 and state not in self._tables:
-                try:
-                    self.tokens_of(state)
-                except GrammarTooLargeError:
-                    break  # a budget met ahead: decoding meets it only if it comes here
-                warmed += 1
+            chunk = [sid for sid in states[at:at + WARM_CHUNK] if sid not in self._tables]
+            try:
+                warmed += self._warm_chunk(chunk)
+            except GrammarTooLargeError:
+                break  # a budget met ahead: decoding meets it only if it comes here
         return warmed
+
+    def _warm_chunk(self, sids: list[int]) -> int:
+        """The tables of `sids`: the plain ones in one compiled call where the automaton
+        is compiled (`tokens.plain_tables`), then the others one by one."""
+        with self._lock, self.dfa._lock:
+            if not isinstance(self.dfa, FlatDFA):
+                for sid in sids:
+                    self._table(sid, 0)
+                return len(sids)
+            found = plain_tables(self.dfa, self._trie, sids) if sids else []
+            for sid, table in zip(sids, found):
+                if isinstance(table, StateTokens):
+                    self._tables.setdefault(sid, table)
+            for sid, table in zip(sids, found):
+                if not isinstance(table, StateTokens):
+                    self._table(sid, 0, table)
+        return len(sids)
 
     def _path_until(self, data: bytes, deadline: float) -> list[int]:
         """The states after each prefix of `data` (see `dfa.path`), up to where the data

@@ -646,15 +646,19 @@ def _run(table, expanded, start, members, limit):
 
 
 def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblings: dict | None = None,
-                 twin_tokens=None) -> StateTokens:
+                 twin_tokens=None, known: tuple | None = None) -> StateTokens:
     """The tokens DFA state `sid` allows, expanding the DFA rows the walk needs.
     `tokens_of(t)`, when given, returns the (cached) StateTokens of another state: a
     state near one (`near_state`) copies that state's mask and walks only the first
     bytes where the two differ. `siblings` (kept by the caller, who caches every table
     this returns) maps a dominant target to the last state computed with it that was
     not near it. `twin_tokens(t)`, when given, returns the (cached) StateTokens of a
-    state's twin (`FlatDFA.twin_of`), whose mask a state with one takes, without rows."""
-    if isinstance(dfa, FlatDFA):
+    state's twin (`FlatDFA.twin_of`), whose mask a state with one takes, without rows.
+    `known`: what `plain_tables` found about a state that is not plain (its row built,
+    with twin_tokens given), for a FlatDFA."""
+    if known is not None:
+        allowed, free, closed = known
+    elif isinstance(dfa, FlatDFA):
         body = dfa.flat.body_node if dfa.flat.body_node >= 0 and trie.body_exits() is not None else -1
         longest = trie.longest if twin_tokens is not None and dfa.flat.has_counted else 0
         with dfa._lock:
@@ -662,6 +666,7 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
                 dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
                 trie.token_start, trie.token_ids, trie.subtree_end, trie.below, body, trie.eos_words.view(np.uint32),
                 dfa.flat.g_counted, dfa.flat.node_twin, longest, sid))
+    if isinstance(dfa, FlatDFA):
         if allowed >= 0:  # a plain state, done in one compiled call
             return StateTokens(words=words.view(np.int32), num_allowed=allowed)
         if allowed == NOT_PLAIN_TWIN:  # a count that cannot bind within a token: the twin's mask
@@ -693,6 +698,30 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
     if key is not None and (near is None or near[0] != key):  # not near its dominant target:
         siblings[key] = sid  # the candidate for the next such state
     return table
+
+
+def plain_tables(dfa: FlatDFA, trie: TokenTrie, sids: list[int]) -> list[StateTokens | tuple]:
+    """`state_tokens` of many states at once (one compiled call for all,
+    `_plain_tokens_many`), for those that are plain; for the others, what that call
+    found about them, (NOT_PLAIN_..., free bytes, aux), for `state_tokens(known=...)` to
+    go on from. For work done ahead of decoding (`CompiledGrammar.warm`), where the
+    Python steps around each state's call cost as much as its mask."""
+    body = dfa.flat.body_node if dfa.flat.body_node >= 0 and trie.body_exits() is not None else -1
+    longest = trie.longest if dfa.flat.has_counted else 0
+    states = np.asarray(sids, dtype=np.int64)
+    allowed = np.zeros(states.size, dtype=np.int64)
+    words = np.zeros((states.size, trie.eos_words.size), dtype=np.uint32)
+    free = np.zeros((states.size, 4), dtype=np.uint64)
+    aux = np.zeros(states.size, dtype=np.int64)
+    done = np.zeros(1, dtype=np.int64)
+    with dfa._lock:
+        dfa.run(_plain_tokens_many, lambda: (
+            dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
+            trie.token_start, trie.token_ids, trie.subtree_end, trie.below, body, trie.eos_words.view(np.uint32),
+            dfa.flat.g_counted, dfa.flat.node_twin, longest, states, allowed, words, free, aux, done))
+    masks = words.view(np.int32)
+    return [StateTokens(words=masks[k], num_allowed=n) if n >= 0 else (n, free[k], int(aux[k]))
+            for k, n in enumerate(allowed.tolist())]
 
 
 def _sliced_flat(dfa: FlatDFA, trie: TokenTrie, sid: int, piece: LoopSlice | None, free_bytes: bool) -> StateTokens:
@@ -825,6 +854,60 @@ def _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, 
     return allowed
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def _plain_one(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start, token_ids,
+               subtree_end, below, body, eos_words, g_counted, node_twin, longest, sid, words, max_items, max_nesting):
+    """A plain state's mask in `words` (zeros on entry) -- no loop, no free bytes, few
+    live bytes (so no near state and no counted run): its row, then the walk of the
+    whole trie from it. Returns (allowed count, free bytes, DEAD); for a state that is
+    not plain, (NOT_PLAIN_FREE, its free bytes, DEAD) where it has free bytes beyond its
+    loops, else NOT_PLAIN_WIDE where it may be near a state or start a counted run (many
+    live bytes, most of them not looping), else NOT_PLAIN_LOOP. Before all that, a state
+    inside the JSON string body `body` (>= 0 where the grammar has one) is told apart,
+    without its row: (NOT_PLAIN_BODY, nothing, the state after the string's closing
+    quote); and first, where `longest` > 0 (the grammar has strings that count
+    characters), a state with a twin (`flat._twin_of`): (NOT_PLAIN_TWIN, nothing, the
+    twin). NOT_PLAIN_FAILED where the store was full (the call is run again,
+    `FlatDFA.run`). Inlined into the entries below, whose cache keys carry flat.py's
+    stamp."""
+    s0 = st[0]
+    no_free = np.zeros(4, dtype=np.uint64)
+    if longest > 0:
+        twin = _twin_of(g, st, g_counted, node_twin, accepting, sid, longest)
+        if s0[M_FAILED]:
+            return NOT_PLAIN_FAILED, no_free, DEAD
+        if twin >= 0:
+            return NOT_PLAIN_TWIN, no_free, twin
+    if body >= 0:
+        closed = _body_exit(g, st, accepting, sid, body, max_items, max_nesting)
+        if s0[M_FAILED]:
+            return NOT_PLAIN_FAILED, no_free, DEAD
+        if closed >= 0:  # its loops, for the matcher's walks of its tokens (no row)
+            _known_loops(g, st, accepting, loops, sid, max_items, max_nesting)
+            if s0[M_FAILED]:
+                return NOT_PLAIN_FAILED, no_free, DEAD
+            return NOT_PLAIN_BODY, no_free, closed
+    if not expanded[sid]:
+        expand_rows(g, st, table, expanded, loops, accepting, np.full(1, sid, dtype=np.int64), max_items, max_nesting)
+        if s0[M_FAILED]:
+            return NOT_PLAIN_FAILED, no_free, DEAD
+    free, beyond_loops = _free_entry(g[6], loops, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], sid)
+    if beyond_loops:
+        return NOT_PLAIN_FREE, free, DEAD
+    target, _, live = _dominant(table[sid])  # as `dominant_target`
+    if live > 2 * NEAR_MAX_BYTES and target != sid:
+        return NOT_PLAIN_WIDE, free, DEAD
+    if loops[sid, 0] | loops[sid, 1] | loops[sid, 2] | loops[sid, 3]:
+        return NOT_PLAIN_LOOP, free, DEAD
+    nodes = np.zeros(1, dtype=np.int64)
+    states = np.full(1, sid, dtype=np.int64)
+    allowed = _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start,
+                         token_ids, subtree_end, below, nodes, states, words, max_items, max_nesting)
+    if accepting[sid]:
+        allowed += _with_eos(words, eos_words)
+    return allowed, free, DEAD
+
+
 def _walk_building_for(flat_stamp: int):
     """`_walk_building`, `_plain_tokens` and `_sliced_tokens`, compiled with
     `flat.CODE_STAMP` in their closure: numba keys its cache by the closure too, so an
@@ -856,57 +939,48 @@ def _walk_building_for(flat_stamp: int):
                      s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
                      edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
                      body, eos_words, g_counted, node_twin, longest, sid, max_items, max_nesting):
-        """`state_tokens` in one call for a plain state -- no loop, no free bytes, few
-        live bytes (so no near state and no counted run): its row, then the walk of the
-        whole trie from it. Returns (allowed count, mask words, free bytes, DEAD); for a
-        state that is not plain, (NOT_PLAIN_FREE, nothing, its free bytes, DEAD) where
-        it has free bytes beyond its loops, else NOT_PLAIN_WIDE where it may be near a
-        state or start a counted run (many live bytes, most of them not looping), else
-        NOT_PLAIN_LOOP. Before all that, a state inside the JSON string body `body` (>= 0
-        where the grammar has one) is told apart, without its row: (NOT_PLAIN_BODY,
-        nothing, nothing, the state after the string's closing quote); and first, where
-        `longest` > 0 (the grammar has strings that count characters), a state with a
-        twin (`flat._twin_of`): (NOT_PLAIN_TWIN, nothing, nothing, the twin)."""
+        """`state_tokens` in one call for a plain state (see `_plain_one`). Returns
+        (allowed count, mask words, free bytes, DEAD); for a state that is not plain,
+        (NOT_PLAIN_..., nothing, its free bytes or nothing, the state after its string
+        or its twin or DEAD)."""
         g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
                       g_free)
         st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
         table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
         words = np.zeros(eos_words.size + 0 * flat_stamp, dtype=np.uint32)  # (the stamp, as above)
-        if longest > 0:
-            twin = _twin_of(g, st, g_counted, node_twin, accepting, sid, longest)
+        allowed, free, aux = _plain_one(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
+                                        token_start, token_ids, subtree_end, below, body, eos_words, g_counted,
+                                        node_twin, longest, sid, words, max_items, max_nesting)
+        return allowed, words if allowed >= 0 else words[:0], free, aux
+
+    @numba.njit(nogil=True, cache=True)
+    def plain_tokens_many(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
+                          g_free, s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
+                          edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
+                          body, eos_words, g_counted, node_twin, longest, sids, allowed, words, free, aux, done,
+                          max_items, max_nesting):
+        """`plain_tokens` for many states in one call (`plain_tables`): for each k from
+        done[0] on, allowed[k], words[k], free[k] and aux[k] as `plain_tokens` returns
+        them (allowed[k] < 0: not plain, words[k] unused). done[0] counts the states
+        finished, so that a call run again after its arrays were grown (`FlatDFA.run`)
+        goes on from the one that failed."""
+        g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
+                      g_free)
+        st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
+        table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
+        for k in range(done[0] + 0 * flat_stamp, sids.size):  # (the stamp, as above)
+            row = words[k]
+            row[:] = 0
+            count, its_free, its_aux = _plain_one(g, st, table, expanded, loops, accepting, edge_start, edge_byte,
+                                                  edge_child, token_start, token_ids, subtree_end, below, body,
+                                                  eos_words, g_counted, node_twin, longest, sids[k], row, max_items,
+                                                  max_nesting)
             if s0[M_FAILED]:
-                return NOT_PLAIN_FAILED, words[:0], np.zeros(4, dtype=np.uint64), DEAD
-            if twin >= 0:
-                return NOT_PLAIN_TWIN, words[:0], np.zeros(4, dtype=np.uint64), twin
-        if body >= 0:
-            closed = _body_exit(g, st, accepting, sid, body, max_items, max_nesting)
-            if s0[M_FAILED]:  # the call is run again (`FlatDFA.run`)
-                return NOT_PLAIN_FAILED, words[:0], np.zeros(4, dtype=np.uint64), DEAD
-            if closed >= 0:  # its loops, for the matcher's walks of its tokens (no row)
-                _known_loops(g, st, accepting, loops, sid, max_items, max_nesting)
-                if s0[M_FAILED]:
-                    return NOT_PLAIN_FAILED, words[:0], np.zeros(4, dtype=np.uint64), DEAD
-                return NOT_PLAIN_BODY, words[:0], np.zeros(4, dtype=np.uint64), closed
-        if not expanded[sid]:
-            expand_rows(g, st, table, expanded, loops, accepting, np.full(1, sid, dtype=np.int64), max_items,
-                        max_nesting)
-            if s0[M_FAILED]:  # the call is run again (`FlatDFA.run`)
-                return NOT_PLAIN_FAILED, words[:0], np.zeros(4, dtype=np.uint64), DEAD
-        free, beyond_loops = _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid)
-        if beyond_loops:
-            return NOT_PLAIN_FREE, words[:0], free, DEAD
-        target, _, live = _dominant(table[sid])  # as `dominant_target`
-        if live > 2 * NEAR_MAX_BYTES and target != sid:
-            return NOT_PLAIN_WIDE, words[:0], free, DEAD
-        if loops[sid, 0] | loops[sid, 1] | loops[sid, 2] | loops[sid, 3]:
-            return NOT_PLAIN_LOOP, words[:0], free, DEAD
-        nodes = np.zeros(1, dtype=np.int64)
-        states = np.full(1, sid, dtype=np.int64)
-        allowed = _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start,
-                             token_ids, subtree_end, below, nodes, states, words, max_items, max_nesting)
-        if accepting[sid]:
-            allowed += _with_eos(words, eos_words)
-        return allowed, words, free, DEAD
+                return
+            allowed[k] = count
+            free[k] = its_free
+            aux[k] = its_aux
+            done[0] = k + 1
 
     @numba.njit(nogil=True, cache=True)
     def sliced_tokens(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
@@ -931,7 +1005,7 @@ def _walk_building_for(flat_stamp: int):
             allowed += _with_eos(words, eos_words)
         return allowed, words
 
-    return walk_building, plain_tokens, sliced_tokens
+    return walk_building, plain_tokens, plain_tokens_many, sliced_tokens
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -946,4 +1020,4 @@ def _with_eos(words, eos_words):
 
 # What `_plain_tokens` returns for a state that is not plain (see there).
 NOT_PLAIN_LOOP, NOT_PLAIN_FREE, NOT_PLAIN_WIDE, NOT_PLAIN_FAILED, NOT_PLAIN_BODY, NOT_PLAIN_TWIN = -1, -2, -3, -4, -5, -6
-_walk_building, _plain_tokens, _sliced_tokens = _walk_building_for(CODE_STAMP)
+_walk_building, _plain_tokens, _plain_tokens_many, _sliced_tokens = _walk_building_for(CODE_STAMP)
