@@ -33,8 +33,8 @@ DEFAULT_MAX_DFA_STATES = 200_000  # DFA states a grammar may grow to while decod
 DEFAULT_TIMEOUT_S = 10.0
 # Time a JSON Schema compile spends computing, ahead of decoding, the token tables of
 # the states an example output passes through (`_warm_json`). By default (`warm_s=None`)
-# it is as long as the compile itself took, and 4 times that less 10 ms for a large one
-# (a compile over 3.3 ms), at least WARM_MIN_S and at most WARM_MAX_S, and never past
+# it is as long as the compile itself took, and 2.5 times that less 10 ms for a large one
+# (a compile over 6.7 ms), at least WARM_MIN_S and at most WARM_MAX_S, and never past
 # the compile's `timeout_s`. It moves first-visit time from decoding steps into the
 # compile (see README, MaskBench). A small schema's first mask must come fast and its
 # example is cheap to warm; a large schema has most of the stalls (on MaskBench-dev a
@@ -42,8 +42,8 @@ DEFAULT_TIMEOUT_S = 10.0
 # them 2-10 times the compile to warm), and its compile is already most of its first
 # request's wait.
 WARM_PER_COMPILE = 1.0
-WARM_PER_LARGE_COMPILE = 4.0
-WARM_LARGE_OFFSET_S = 0.01  # the two lines meet at a compile of 3.3 ms
+WARM_PER_LARGE_COMPILE = 2.5
+WARM_LARGE_OFFSET_S = 0.01  # the two lines meet at a compile of 6.7 ms
 WARM_MIN_S = 0.001
 WARM_MAX_S = 0.1
 DEFAULT_WARM_S = None  # the automatic budget above; 0 leaves every mask to its first use
