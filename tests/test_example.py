@@ -260,3 +260,47 @@ def test_token_starts_restart_at_each_boundary(smollm2_vocab):
     assert cut[:2] == [0, 5] and cut[1:] == [5 + i for i in trie.token_starts(b"mation", [])]
     assert trie.token_starts(b"\xff\xfe", []) == [0, 1, 2]
     assert trie.token_starts(b"", []) == [0]
+
+
+def test_states_warmed_in_one_call_get_the_masks_they_get_one_by_one(smollm2_vocab):
+    """`CompiledGrammar.warm` computes the plain states of a chunk in one compiled call
+    (`tokens.plain_tables`) and goes on from what it found for the others (strings,
+    loops, counted strings with a twin, keys); every mask must be the one a state gets
+    alone. Two grammars of one schema number their states alike only by chance, so the
+    masks are compared at each offset of the example."""
+    from structgen.automata import tokens
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "kind": {"enum": ["alpha", "beta", "gamma"]},
+            "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3,}$"},
+            "note": {"type": "string"},
+            "summary": {"type": "string", "minLength": 3, "maxLength": 300},
+            "count": {"type": "integer", "minimum": -5, "maximum": 5000},
+            "ratio": {"type": "number"},
+            "tags": {"type": "array", "items": {"type": "string", "format": "date"}},
+        },
+        "required": ["kind", "code"],
+    }
+    grammars = []
+    for _ in range(2):
+        structgen.clear_cache()
+        grammars.append(structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0))
+    structgen.clear_cache()
+    batched, alone = grammars
+    example = batched.example()
+    assert json.loads(example)
+    offsets = range(len(example) + 1)
+    with batched.dfa._lock:
+        states = [batched.dfa.walk(batched.dfa.start, example[:i]) for i in offsets]
+    with batched._lock, batched.dfa._lock:
+        found = tokens.plain_tables(batched.dfa, batched._trie, sorted(set(states)))
+    kinds = {t[0] if isinstance(t, tuple) else "plain" for t in found}
+    assert {"plain", tokens.NOT_PLAIN_BODY, tokens.NOT_PLAIN_TWIN} <= kinds, kinds
+    assert kinds & {tokens.NOT_PLAIN_LOOP, tokens.NOT_PLAIN_FREE, tokens.NOT_PLAIN_WIDE}, kinds
+    assert batched.warm(example, offsets, budget_s=60.0) == len(set(states))
+    for i in offsets:
+        with alone.dfa._lock:
+            state = alone.dfa.walk(alone.dfa.start, example[:i])
+        assert np.array_equal(batched.tokens_of(states[i]).words, alone.tokens_of(state).words), example[:i]
