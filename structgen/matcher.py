@@ -136,7 +136,7 @@ class CompiledGrammar:
                     self._table(sid, 0)
                 return len(sids)
             found = plain_tables(self.dfa, self._trie, sids) if sids else []
-            for sid, table in zip(sids, found):
+            for sid, table in zip(sids, found):  # first: the others may start from them (near_state)
                 if isinstance(table, StateTokens):
                     self._tables.setdefault(sid, table)
             for sid, table in zip(sids, found):

@@ -659,13 +659,9 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
     if known is not None:
         allowed, free, closed = known
     elif isinstance(dfa, FlatDFA):
-        body = dfa.flat.body_node if dfa.flat.body_node >= 0 and trie.body_exits() is not None else -1
-        longest = trie.longest if twin_tokens is not None and dfa.flat.has_counted else 0
         with dfa._lock:
-            allowed, words, free, closed = dfa.run(_plain_tokens, lambda: (
-                dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
-                trie.token_start, trie.token_ids, trie.subtree_end, trie.below, body, trie.eos_words.view(np.uint32),
-                dfa.flat.g_counted, dfa.flat.node_twin, longest, sid))
+            allowed, words, free, closed = dfa.run(
+                _plain_tokens, lambda: _plain_inputs(dfa, trie, twin_tokens is not None) + (sid,))
     if isinstance(dfa, FlatDFA):
         if allowed >= 0:  # a plain state, done in one compiled call
             return StateTokens(words=words.view(np.int32), num_allowed=allowed)
@@ -706,8 +702,6 @@ def plain_tables(dfa: FlatDFA, trie: TokenTrie, sids: list[int]) -> list[StateTo
     found about them, (NOT_PLAIN_..., free bytes, aux), for `state_tokens(known=...)` to
     go on from. For work done ahead of decoding (`CompiledGrammar.warm`), where the
     Python steps around each state's call cost as much as its mask."""
-    body = dfa.flat.body_node if dfa.flat.body_node >= 0 and trie.body_exits() is not None else -1
-    longest = trie.longest if dfa.flat.has_counted else 0
     states = np.asarray(sids, dtype=np.int64)
     allowed = np.zeros(states.size, dtype=np.int64)
     words = np.zeros((states.size, trie.eos_words.size), dtype=np.uint32)
@@ -715,13 +709,22 @@ def plain_tables(dfa: FlatDFA, trie: TokenTrie, sids: list[int]) -> list[StateTo
     aux = np.zeros(states.size, dtype=np.int64)
     done = np.zeros(1, dtype=np.int64)
     with dfa._lock:
-        dfa.run(_plain_tokens_many, lambda: (
-            dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
-            trie.token_start, trie.token_ids, trie.subtree_end, trie.below, body, trie.eos_words.view(np.uint32),
-            dfa.flat.g_counted, dfa.flat.node_twin, longest, states, allowed, words, free, aux, done))
+        dfa.run(_plain_tokens_many, lambda: _plain_inputs(dfa, trie, True) + (states, allowed, words, free, aux, done))
     masks = words.view(np.int32)
     return [StateTokens(words=masks[k], num_allowed=n) if n >= 0 else (n, free[k], int(aux[k]))
             for k, n in enumerate(allowed.tolist())]
+
+
+def _plain_inputs(dfa: FlatDFA, trie: TokenTrie, twins: bool) -> tuple:
+    """What `_plain_tokens` and `_plain_tokens_many` take after the IR and store arrays
+    and before their states: the rows (read afresh at each call, as a call that grows
+    them replaces them), the trie, the JSON string body, EOS, and what the twin check
+    needs (`twins`: whether to make it)."""
+    body = dfa.flat.body_node if dfa.flat.body_node >= 0 and trie.body_exits() is not None else -1
+    longest = trie.longest if twins and dfa.flat.has_counted else 0
+    return (dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
+            trie.token_start, trie.token_ids, trie.subtree_end, trie.below, body, trie.eos_words.view(np.uint32),
+            dfa.flat.g_counted, dfa.flat.node_twin, longest)
 
 
 def _sliced_flat(dfa: FlatDFA, trie: TokenTrie, sid: int, piece: LoopSlice | None, free_bytes: bool) -> StateTokens:
@@ -891,7 +894,8 @@ def _plain_one(g, st, table, expanded, loops, accepting, edge_start, edge_byte, 
         expand_rows(g, st, table, expanded, loops, accepting, np.full(1, sid, dtype=np.int64), max_items, max_nesting)
         if s0[M_FAILED]:
             return NOT_PLAIN_FAILED, no_free, DEAD
-    free, beyond_loops = _free_entry(g[6], loops, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], sid)
+    bitsets = g[6]
+    free, beyond_loops = _free_entry(bitsets, loops, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], sid)
     if beyond_loops:
         return NOT_PLAIN_FREE, free, DEAD
     target, _, live = _dominant(table[sid])  # as `dominant_target`
