@@ -228,6 +228,7 @@ def compile_json_schema(
     (any JSON whitespace, bounded per run); indent=N: exactly `json.dumps(indent=N)`.
     strict: OpenAI strict mode (no undeclared properties). lenient: ignore unsupported
     keywords instead of refusing them -- this MAY UNDER-CONSTRAIN the output.
+    timeout_s: the compile's time budget, past which it raises GrammarTooLargeError.
     warm_s: time the compile may spend computing the masks of the states an example
     document passes through (the start of each key and value first, then where a
     tokenizer most likely ends a token, then every other byte), so that decoding does
@@ -248,7 +249,8 @@ def compile_json_schema(
     if indent is not None:
         whitespace = "indent"
     options = JsonOptions(
-        whitespace=whitespace, indent=indent, strict=strict, lenient=lenient, max_states=max_states, **json_options
+        whitespace=whitespace, indent=indent, strict=strict, lenient=lenient, max_states=max_states,
+        timeout_s=timeout_s, **json_options
     )
     source = canonical_key(schema, options)
     key = ("json_schema", source, max_states, max_dfa_states, vocab.fingerprint)

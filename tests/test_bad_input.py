@@ -104,6 +104,20 @@ def test_budget_options_are_respected(smollm2_vocab):
     assert matcher.accept_token(list(smollm2_vocab.token_bytes).index(b"["))
 
 
+def test_time_budget_option_is_the_schema_compiles_budget(smollm2_vocab):
+    """compile_json_schema's timeout_s bounds the schema's own compile, and the error
+    names that budget (it used to keep the options' default of 10 s: a larger budget
+    could not be asked for, and a smaller one was reported as 10 s)."""
+    schema: dict = {"type": "integer"}
+    for i in range(40):  # anyOf x allOf at every level: ~2^40 combinations to sort out
+        schema = {"anyOf": [schema, {"type": "integer", "minimum": i}],
+                  "allOf": [{"anyOf": [{"maximum": 100}, {"minimum": -100}]}]}
+    start = time.perf_counter()
+    with pytest.raises(structgen.GrammarTooLargeError, match=r"time budget \(0\.2 s\)"):
+        structgen.compile_json_schema(schema, smollm2_vocab, timeout_s=0.2)
+    assert time.perf_counter() - start < 5.0
+
+
 def test_nothing_in_flight_is_lost(smollm2_vocab, smollm2_tokenizer):
     """A bad compile does not disturb matchers already running on good grammars."""
     good = structgen.compile_json_schema({"type": "integer"}, smollm2_vocab)
