@@ -909,6 +909,29 @@ def test_lenient_and_unknown_keywords():
         schema_to_ir([1, 2])
 
 
+def test_a_schema_conjoined_with_itself_is_compiled_once():
+    """`allOf` of the same definition twice, at every level: each level's property
+    schema used to appear once per copy of its parent, 2^24 copies at the bottom (the
+    WashingtonPost ANS schemas, whose traits include one another, ran out of the 10 s
+    budget); a conjunction holds a schema once now, and the result is still exact."""
+    depth = 24
+    defs: dict = {}
+    for i in range(depth):
+        nxt = {"$ref": f"#/$defs/l{i + 1}"} if i + 1 < depth else {"type": "integer", "maximum": 5}
+        defs[f"o{i}"] = {"type": "object", "properties": {"next": nxt, "n": {"type": "string"}},
+                         "required": ["next"], "additionalProperties": False}
+        defs[f"l{i}"] = {"allOf": [{"$ref": f"#/$defs/o{i}"}, {"$ref": f"#/$defs/o{i}"}]}
+    start = time.monotonic()
+    g = G({"$defs": defs, "$ref": "#/$defs/l0"}, timeout_s=5)
+    assert time.monotonic() - start < 2
+    deep = '{"next": ' * depth + "{}" + "}" * depth
+    assert g.ok('{"next": ' * depth + "5" + "}" * depth)
+    assert g.ok('{"next": ' * (depth - 1) + '{"next": 3, "n": "x"}' + "}" * (depth - 1))
+    assert not g.ok('{"next": ' * depth + "6" + "}" * depth)
+    assert not g.ok(deep)
+    assert not g.ok('{"next": ' * (depth - 1) + '{"n": "x"}' + "}" * (depth - 1))
+
+
 def test_budgets():
     with pytest.raises(GrammarTooLargeError):
         # one position per character: a JSON string character is one lexeme item

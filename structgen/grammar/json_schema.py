@@ -1022,6 +1022,21 @@ class _Arr:
         self.ptr = ptr
 
 
+def _once_each(items: list) -> list:
+    """The items of a conjunction with each schema once (A and A is A). Definitions that
+    include one another (WashingtonPost's ANS traits) reach a property through several
+    copies of its object, and each copy's items came again one level down: 2^depth
+    copies of the same schema, normalized one by one."""
+    seen: set = set()
+    out = []
+    for item in items:
+        key = (id(item[0]), item[2])  # the schema object and the $ref chain it came by
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
 class _Group:
     """A pending disjunction: `alts` is a list of conjunctions (lists of items)."""
 
@@ -1928,7 +1943,7 @@ class _Compiler:
                     matched = True
             if not declared and not matched and x.additional is not None and not self.o.strict:
                 out += x.additional
-        return out
+        return _once_each(out) if len(out) > 1 else out
 
     def kind_possible(self, s: _S, k: str, level: int) -> bool:
         if k in ("null", "boolean"):
