@@ -146,9 +146,9 @@ def _load_flat_code(vocab) -> None:
 
 def _automaton(nfa: LazyNFA, max_dfa_states: int):
     """The lazy DFA of a grammar: the compiled one (`flat.FlatDFA`: rows built in
-    numba) where it takes the grammar, else (huge IRs, objects in any order with
-    ~60 properties or more, or STRUCTGEN_AUTOMATON=python) the Python one
-    (`dfa.LazyDFA`)."""
+    numba) where it takes the grammar, else (huge IRs, objects in any order of
+    over ~60 properties with a count bound past 2^24, or STRUCTGEN_AUTOMATON=python)
+    the Python one (`dfa.LazyDFA`)."""
     if _flat_automaton():
         try:
             return FlatDFA(nfa, max_states=max_dfa_states)

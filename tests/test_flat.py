@@ -89,6 +89,10 @@ ANY_ORDER = [
     {"type": "object", "properties": {"p": {"type": "object", "properties": {"q": {"type": "null"}, "r": {"type": "integer"}}}},
      "patternProperties": {"^x-": {"type": "integer"}}, "maxProperties": 2},  # nested, a pattern, a cap
     {"type": "object", "properties": {"a": {"not": {}}, "b": {"type": "integer"}}, "required": ["b"]},  # an entry with no value
+    # 70 properties: a mask wider than a state's index (interned, `flat._wide_mask`),
+    # required entries in both of its words
+    {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(70)},
+     "required": ["k1", "k61", "k62", "k69"], "additionalProperties": False, "maxProperties": 6},
 ]
 
 
@@ -306,10 +310,39 @@ def test_the_code_warm_up_loads_every_compiled_entry_of_a_mask():
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
 
 
+def test_flat_any_order_with_a_wide_mask(smollm2_vocab):
+    """An object of 130 properties in any order (three words of mask, interned): every
+    order of the members is accepted, a repeat or a missing required one is not, and
+    the same mask reached in two orders is one state."""
+    import json
+    names = [f"p{i}" for i in range(130)]
+    required = ["p0", "p61", "p62", "p125"]
+    schema = {"type": "object", "properties": {n: {"type": "boolean"} for n in names}, "required": required,
+              "additionalProperties": False}
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, property_order="any", warm_s=0)
+    dfa = grammar.dfa
+    assert isinstance(dfa, FlatDFA)
+    rng = random.Random(1)
+
+    def state(members) -> int:  # after the members, before the closing bracket
+        return dfa.walk(dfa.start, json.dumps({n: True for n in members}).encode()[:-1])
+
+    for _ in range(20):
+        members = required + rng.sample([n for n in names if n not in required], rng.randrange(0, 12))
+        rng.shuffle(members)
+        text = json.dumps({n: True for n in members}).encode()
+        assert dfa.accepting[max(dfa.walk(dfa.start, text), 0)], text
+    assert state(["p0", "p61", "p70"]) == state(["p70", "p61", "p0"]) >= 0
+    assert state(["p0", "p61", "p70"]) != state(["p0", "p62", "p70"])
+    for text in ('{"p0": true, "p61": true, "p62": true}', '{"p0": true, "p61": true, "p125": true, "p62": true, "p61": false}'):
+        assert not dfa.accepting[max(dfa.walk(dfa.start, text.encode()), 0)], text
+
+
 def test_flat_refuses_what_it_cannot_build():
-    entries = [ir.lit(f'"k{i}": 1') for i in range(61)]  # states past an int64
+    entries = [ir.lit(f'"k{i}": 1') for i in range(61)]  # a wide mask, and a count bound past 2^24
     with pytest.raises(FlatUnsupported, match="61 properties"):
-        FlatDFA(LazyNFA(ir.Members(entries, [False] * 61, None, ir.lit("{"), ir.lit(", "), ir.lit("}"), ir.lit("}"))))
+        FlatDFA(LazyNFA(ir.Members(entries, [False] * 61, None, ir.lit("{"), ir.lit(", "), ir.lit("}"), ir.lit("}"),
+                                   max_count=1 << 25)))
     # left recursion through an optional prefix, met after the first byte: refused with
     # the Python automaton's error
     rule = ir.Ref("a")

@@ -15,9 +15,11 @@ Python: most of the time of the slowest mask steps).
 
 `Members` (objects in any order) are entered like a Graph whose state -- the mask of
 entries written and the member count -- is computed instead of listed (2^n of them):
-it is the index of the frame. What it does not take: IRs past MAX_FLAT_NODES, and
-`Members` whose states do not fit an int64 (more than ~60 entries); it says so
-(`FlatUnsupported`) and the compiler keeps the Python automaton. A `Stepper` is flattened as its `plain()` Graph,
+it is the index of the frame. A mask too wide for that index (an object of more than
+~60 properties) is interned instead, as a chain of frames holding its words
+(`_wide_mask`). What it does not take: IRs past MAX_FLAT_NODES, and `Members` with a
+count bound past 2^24; it says so (`FlatUnsupported`) and the compiler keeps the Python
+automaton. A `Stepper` is flattened as its `plain()` Graph,
 and lexemes as the basic nodes they are (the Python automaton's key-prefix rows and
 shared lexeme DFA do not apply here). Free bytes do: where a closure passes a graph
 state that declares some (`ir.Graph.free`, the trie of a StringExcept), it adds a marker
@@ -56,9 +58,14 @@ from structgen.grammar.charset import json_body_ir
 
 K_BYTES, K_BYTESET, K_CONCAT, K_ALT, K_REPEAT, K_GRAPH, K_REF, K_MEMBERS = range(8)
 F_C, F_L, F_R, F_G, F_M = 1, 2, 3, 4, 5  # frame kinds: rest of a Concat, last item, Repeat, Graph state, Members state
+F_W = 6  # a word of a wide Members mask: never a continuation, only a mask's handle (`_wide_mask`)
 OP_ENTER, OP_RESUME, OP_GRAPH, OP_MEMBERS = 0, 1, 2, 3  # closure work items
-# A Members node's record in `kids`, after its entries' first and later forms (n each):
-R_CLOSE_NONE, R_CLOSE_SOME, R_EXTRA_FIRST, R_EXTRA_LATER, R_REQUIRED, R_MIN, R_MAX = range(7)
+# A Members node's record in `kids`, after its entries' first and later forms (n each);
+# R_WORDS is 0 where the mask fits the state's index, else its number of words, and the
+# required entries' mask follows it, in one word or in R_WORDS of them:
+R_CLOSE_NONE, R_CLOSE_SOME, R_EXTRA_FIRST, R_EXTRA_LATER, R_MIN, R_MAX, R_WORDS, R_REQUIRED = range(8)
+MASK_BITS = 62  # entries per word of a Members mask (a narrow mask is one word)
+MAX_MEMBERS_CAP_BITS = 24  # a wide mask's handle (a frame id) times the count's cap stays in an int64
 DONE = 0  # the empty continuation (frame 0)
 # Per graph state of a graph that counts characters (`ir.Counted`): its twin graph's
 # node and the twin state (-1, -1 where it has none), its count, and its zone's top.
@@ -171,8 +178,8 @@ class _Flattener:
                 steppers.append(node)
                 pending.append(node.plain())
                 continue
-            if isinstance(node, ir.Members) and (len(node.firsts) + 1) + (node.cap + 1).bit_length() > 62:
-                raise FlatUnsupported(f"objects in any order with {len(node.firsts)} properties")
+            if isinstance(node, ir.Members) and _wide(node) and (node.cap + 1).bit_length() > MAX_MEMBERS_CAP_BITS:
+                raise FlatUnsupported(f"objects in any order with {len(node.firsts)} properties and up to {node.cap}")
             if len(order) >= limit:
                 raise FlatUnsupported(f"more than {limit:,} IR nodes")
             order.append(node)
@@ -244,7 +251,10 @@ class _Flattener:
             self.a[i], self.b[i], self.c[i] = self._kids0 + len(self.kids), len(node.firsts), node.cap
             self.kids += [self.id_of(k) for k in (*node.firsts, *node.laters, node.close_none, node.close_some)]
             self.kids += [-1 if k is None else self.id_of(k) for k in (node.extra_first, node.extra_later)]
-            self.kids += [node.required_mask, node.min_count, -1 if node.max_count is None else node.max_count]
+            self.kids += [node.min_count, -1 if node.max_count is None else node.max_count]
+            words = -(-len(node.firsts) // MASK_BITS) if _wide(node) else 0
+            self.kids.append(words)
+            self.kids += [node.required_mask >> (MASK_BITS * w) & ((1 << MASK_BITS) - 1) for w in range(max(words, 1))]
         else:
             raise FlatUnsupported(f"IR node {type(node).__name__}")
 
@@ -284,6 +294,12 @@ class _Flattener:
         return _Block({**self.base.ids, **self.ids}, {**self.base.bitset_of, **self.bitset_of}, raw, self.base)
 
 
+def _wide(node: ir.Members) -> bool:
+    """Whether a Members node's states (mask, count) do not fit one int64 as
+    mask * (cap + 1) + count: its mask is then interned (`_wide_mask`)."""
+    return (len(node.firsts) + 1) + (node.cap + 1).bit_length() > 62
+
+
 def _children(node: ir.Node) -> list[ir.Node]:
     if isinstance(node, (ir.Concat, ir.Alt)):
         return list(node.items)
@@ -313,8 +329,10 @@ class FlatIR:
     `g_free[g]`: the row of `bitsets` of its free bytes, or -1.
     MEMBERS a = offset in `kids` of its record, b = entries (n), c = cap on the count:
     the record is the n entries as first member, the n as later member, then the
-    fields R_CLOSE_NONE ... R_MAX (node ids, -1 for no extra member; the required mask,
-    min and max count, -1: no max). Its state (mask, count) is mask * (cap + 1) + count.
+    fields R_CLOSE_NONE ... R_REQUIRED (node ids, -1 for no extra member; min and max
+    count, -1: no max; the mask's words and the required mask, see R_WORDS). Its state
+    (mask, count) is mask * (cap + 1) + count, the mask its bits where they fit (entry i
+    is bit i), else a handle (`_wide_mask`).
     `nonempty[n]`: the node's language has a string; `g_live[g]`: an end of the graph
     can be reached from state g. The automaton enters only such nodes and states, so
     every item can reach acceptance.
@@ -428,24 +446,30 @@ def _bit_count(x):
 
 
 @numba.njit(cache=True)
-def _members_live(a, b, kids, nonempty, x, mask, count):
-    """Whether Members node `x` can still be closed from state (mask, count): every
-    missing required entry has a value, and the count can land in min..max (see
+def _members_live(a, b, kids, nonempty, x, words, count):
+    """Whether Members node `x` can still be closed from state (mask `words`, count):
+    every missing required entry has a value, and the count can land in min..max (see
     `LazyNFA.members_live`)."""
     n = b[x]
     record = a[x] + 2 * n
-    ok = 0
+    missing = 0  # required entries not written yet
+    open_ = 0  # entries not written yet that have a value
     for i in range(n):
-        if nonempty[kids[a[x] + i]]:
-            ok |= 1 << i
-    missing = kids[record + R_REQUIRED] & ~mask
-    if missing & ~ok:
-        return False
+        w, bit = i // MASK_BITS, np.int64(1) << (i % MASK_BITS)
+        if words[w] & bit:
+            continue
+        has_value = nonempty[kids[a[x] + i]]
+        if kids[record + R_REQUIRED + w] & bit:
+            if not has_value:
+                return False
+            missing += 1
+        if has_value:
+            open_ += 1
     most = kids[record + R_MAX]
-    if most >= 0 and count + _bit_count(missing) > most:
+    if most >= 0 and count + missing > most:
         return False
     extra = kids[record + R_EXTRA_FIRST]
-    return (extra >= 0 and nonempty[extra]) or count + _bit_count(ok & ~mask) >= kids[record + R_MIN]
+    return (extra >= 0 and nonempty[extra]) or count + open_ >= kids[record + R_MIN]
 
 
 @numba.njit(cache=True)
@@ -499,7 +523,8 @@ def _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label, known_
             elif k == K_REPEAT:
                 value = b[x] == 0 or nonempty[a[x]]
             elif k == K_MEMBERS:
-                value = _members_live(a, b, kids, nonempty, x, 0, 0)
+                no_member = np.zeros(max(kids[a[x] + 2 * b[x] + R_WORDS], 1), np.int64)
+                value = _members_live(a, b, kids, nonempty, x, no_member, 0)
             else:  # K_REF
                 value = nonempty[a[x]]
             if value and not nonempty[x]:
@@ -910,26 +935,68 @@ def _members(a, b, c, kids, nonempty, meta, slots, frames, stack, top, x, code, 
     entries and the least count are in (`ir.Members.moves`). (stack, top)."""
     n, cap = b[x], c[x]
     record = a[x] + 2 * n
+    n_words = kids[record + R_WORDS]
     mask, count = code // (cap + 1), code % (cap + 1)
+    words = _wide_mask_words(frames, n_words, mask) if n_words else np.full(1, mask, np.int64)
     most = kids[record + R_MAX]
     if most < 0 or count < most:
         nxt_count = min(count + 1, cap)
         labels = a[x] if count == 0 else a[x] + n
         for i in range(n):
             label = kids[labels + i]
-            nxt_mask = mask | 1 << i
-            if nxt_mask != mask and nonempty[label] and _members_live(a, b, kids, nonempty, x, nxt_mask, nxt_count):
+            w, bit = i // MASK_BITS, np.int64(1) << (i % MASK_BITS)
+            if words[w] & bit or not nonempty[label]:
+                continue
+            words[w] |= bit
+            if _members_live(a, b, kids, nonempty, x, words, nxt_count):
+                nxt_mask = _wide_mask(meta, slots, frames, x, words) if n_words else words[0]
+                if meta[M_FAILED]:
+                    return stack, top
                 frame = _frame(meta, slots, frames, F_M, x, nxt_mask * (cap + 1) + nxt_count, cont)
                 stack, top = _push(stack, top, OP_ENTER, label, 0, frame, depth)
+            words[w] ^= bit
         extra = kids[record + (R_EXTRA_FIRST if count == 0 else R_EXTRA_LATER)]
-        if extra >= 0 and nonempty[extra] and _members_live(a, b, kids, nonempty, x, mask, nxt_count):
+        if extra >= 0 and nonempty[extra] and _members_live(a, b, kids, nonempty, x, words, nxt_count):
             frame = _frame(meta, slots, frames, F_M, x, mask * (cap + 1) + nxt_count, cont)
             stack, top = _push(stack, top, OP_ENTER, extra, 0, frame, depth)
-    required = kids[record + R_REQUIRED]
     close = kids[record + (R_CLOSE_NONE if count == 0 else R_CLOSE_SOME)]
-    if mask & required == required and count >= kids[record + R_MIN] and nonempty[close]:
+    if count >= kids[record + R_MIN] and nonempty[close] and _all_required(kids, record, n, words):
         stack, top = _push(stack, top, OP_ENTER, close, 0, cont, depth)
     return stack, top
+
+
+@numba.njit(cache=True, inline="always")
+def _all_required(kids, record, n, words):
+    """Whether mask `words` holds every required entry of a Members record."""
+    for w in range((n + MASK_BITS - 1) // MASK_BITS):
+        required = kids[record + R_REQUIRED + w]
+        if words[w] & required != required:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _wide_mask(meta, slots, frames, x, words):
+    """The handle of a wide mask of Members `x`: its words interned as a chain of F_W
+    frames (node x, the word, the previous word's frame), the last word's frame. The
+    empty mask, where every state of `x` starts, is 0 (DONE): it is never interned, so
+    each mask has one handle."""
+    handle = DONE
+    for w in range(words.size):
+        handle = _frame(meta, slots, frames, F_W, x, words[w], handle)
+    return handle
+
+
+@numba.njit(cache=True)
+def _wide_mask_words(frames, n_words, handle):
+    """The words of the wide mask whose handle is `handle` (see `_wide_mask`)."""
+    words = np.zeros(n_words, dtype=np.int64)
+    w = n_words - 1
+    while handle != DONE:
+        words[w] = frames[handle, 2]
+        handle = frames[handle, 3]
+        w -= 1
+    return words
 
 
 @numba.njit(cache=True, inline="always")
