@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from typing import Any
@@ -25,15 +26,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from server.metrics import Metrics
 from server.protocol import ChatCompletionRequest, CompletionRequest
-from server.structured import (
-    TOOL_TAGS,
-    OutputSpec,
-    UnsupportedRequestError,
-    compile_spec,
-    output_spec,
-    tool_calls_from,
-    tools_prompt,
-)
+from server.structured import OutputSpec, UnsupportedRequestError, compile_spec, output_spec, tool_calls_from
+from server.tool_calls import TOOL_TAGS, tools_prompt
 from structgen.chat import render_chat
 from structgen.engine.async_engine import AsyncEngine, EngineDeadError, EngineOverloadedError
 from structgen.engine.engine import PromptTooLongError
@@ -57,7 +51,10 @@ def error_response(err: APIError) -> JSONResponse:
 
 
 def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: str | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, disable_additional_properties: bool = True) -> FastAPI:
+    """disable_additional_properties: an object schema that declares properties and is
+    silent on `additionalProperties` gets no undeclared ones (a request's
+    `structured_outputs.disable_additional_properties` overrides it)."""
     app = FastAPI(title="structgen", version="0.1.0",
                   description="OpenAI-compatible structured generation")
     served = model_name or engine.engine.model_name
@@ -88,10 +85,10 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(_: Request, exc: RequestValidationError):
-        first = exc.errors()[0] if exc.errors() else {}
-        location = [str(p) for p in first.get("loc", ()) if p != "body"]
-        param = ".".join(location) or None
-        message = first.get("msg", "invalid request")
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        param = _param_name(first.get("loc", ()))
+        message = _union_message(errors, param) if param else first.get("msg", "invalid request")
         if first.get("type") == "extra_forbidden":
             message = f"unknown parameter {param!r}"
         elif first.get("type") == "json_invalid":
@@ -132,7 +129,7 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
         return await _complete(http, body, _completion_prompts(engine.engine.tokenizer, body.prompt), chat=False)
 
     async def _complete(http: Request, body, prompts: list[list[int]], chat: bool):
-        spec = _output_spec(body)
+        spec = _output_spec(body, disable_additional_properties)
         grammar, compile_s, hit = await _compile(spec)
         metrics.compile_time.observe(compile_s) if spec.kind else None
         if hit:
@@ -162,7 +159,8 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
         try:
             return await compile_spec(spec, engine.engine.vocab)
         except SchemaError as err:
-            raise APIError(400, str(err), param=spec.param, code="invalid_schema") from err
+            param, message = spec.locate(err)
+            raise APIError(400, message, param=param, code="invalid_schema") from err
         except StructgenError as err:
             raise APIError(400, str(err), param=spec.param, code="invalid_grammar") from err
 
@@ -244,7 +242,7 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
                     finish, extra = _finish_reason(item, spec), {}
                     delta: Any = {} if chat else ""
                     if chat and (calls := _tool_calls(spec, item, rid, index)) is not None:
-                        delta = {"tool_calls": [{"index": 0, **c} for c in calls]}
+                        delta = {"tool_calls": [{"index": k, **c} for k, c in enumerate(calls)]}
                     yield chunk(index, delta, finish, extra)
             if include_usage:
                 usage = _usage([finals[i] for i in sorted(finals)], runs)
@@ -298,9 +296,9 @@ def _check_model(requested: str | None, served: str) -> None:
                        param="model", code="model_not_found")
 
 
-def _output_spec(body) -> OutputSpec:
+def _output_spec(body, disable_additional_properties: bool) -> OutputSpec:
     try:
-        return output_spec(body)
+        return output_spec(body, disable_additional_properties=disable_additional_properties)
     except UnsupportedRequestError as err:
         raise APIError(400, str(err), param=err.param) from err
     except (ValueError, TypeError) as err:  # e.g. structured_outputs.json that is not JSON
@@ -322,7 +320,7 @@ def _chat_prompt_ids(tok, body: ChatCompletionRequest) -> list[int]:
     text = _render(tok, messages, tools)
     if tools and body.tool_choice != "none" and not all(t.function.name in text for t in body.tools):
         # the template ignores tools (SmolLM2's does): describe them in a system message
-        described = tools_prompt(body.tools, body.tool_choice)
+        described = tools_prompt(body.tools, body.tool_choice, body.parallel_tool_calls is not False)
         if messages and messages[0]["role"] == "system":
             messages[0] = {"role": "system", "content": messages[0]["content"] + "\n\n" + described}
         else:
@@ -406,9 +404,40 @@ def _finish_reason(out, spec: OutputSpec) -> str:
 
 
 def _tool_calls(spec: OutputSpec, out, rid: str, index: int):
-    if out.finish_reason != "stop":
+    """The reply's tool calls; one cut off by max_tokens keeps its partial arguments,
+    so that clients see a tool call with finish_reason "length", as OpenAI sends it."""
+    if out.finish_reason not in ("stop", "length"):
         return None
-    return tool_calls_from(spec, out.text, f"call_{rid[-12:]}_{index}")
+    return tool_calls_from(spec, out.text, f"call_{rid[-12:]}_{index}", complete=out.finish_reason == "stop")
+
+
+def _param_name(location) -> str | None:
+    """The request parameter a validation error is about, as the user wrote it: the
+    path without "body" and without the union members pydantic names in it
+    (`literal['none','auto','required']`, `NamedToolChoice`, `str`)."""
+    parts = []
+    for part in location:
+        if isinstance(part, int):
+            parts[-1:] = [f"{parts[-1]}[{part}]"] if parts else [f"[{part}]"]
+        elif part != "body" and part not in _UNION_MEMBERS and re.fullmatch(r"[a-z_][a-z0-9_]*", part):
+            parts.append(part)
+    return ".".join(parts) or None
+
+
+def _union_message(errors: list[dict], param: str) -> str:
+    """The messages of the errors about `param`: a union (tool_choice is a string or an
+    object) fails once per member, and each says what that member needed."""
+    messages = []
+    for error in errors:
+        name = _param_name(error.get("loc", ())) or ""
+        if name == param:
+            messages.append(error.get("msg", ""))
+        elif name.startswith(param + "."):
+            messages.append(f"{name}: {error.get('msg', '')}")
+    return "; or ".join(dict.fromkeys(messages))
+
+
+_UNION_MEMBERS = {"str", "int", "float", "bool", "dict", "list", "none", "is_instance", "function_after"}
 
 
 def _usage(finals, runs) -> dict:

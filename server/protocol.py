@@ -30,7 +30,9 @@ class ResponseFormat(_Strict):
 
 
 class StructuredOutputs(_Strict):
-    """vLLM's `structured_outputs`: exactly one of these."""
+    """vLLM's `structured_outputs`: at most one grammar source (json, regex, choice,
+    grammar) and options for it, or for the JSON Schema that `response_format` or `tools`
+    give."""
 
     json_: dict[str, Any] | bool | str | None = Field(default=None, alias="json")
     regex: str | None = None
@@ -38,6 +40,8 @@ class StructuredOutputs(_Strict):
     grammar: str | None = None
     whitespace_pattern: str | None = None  # vLLM's; refused by name when given (see structured.py)
     property_order: Literal["schema", "any"] | None = None  # structgen's: object members in any order
+    # vLLM's: false restores JSON Schema's default, undeclared properties where a schema is silent
+    disable_additional_properties: bool | None = None
 
 
 class FunctionSpec(_Strict):

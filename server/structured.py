@@ -1,6 +1,7 @@
 """From an API request to the grammar that constrains its output.
 
-Reads `response_format`, vLLM's `structured_outputs` and `tools`/`tool_choice`, compiles
+Reads `response_format`, vLLM's `structured_outputs` and `tools`/`tool_choice` (with
+their `strict` flags and the server's default for `additionalProperties`), compiles
 the grammar (cached by the compiler; a cold compile runs in a worker thread so the
 event loop and the engine loop never wait on it) and says how to read the output back
 (plain text, or tool calls). Errors are structgen's own (`StructgenError` with a JSON
@@ -13,15 +14,13 @@ import asyncio
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structgen
 from server.protocol import ChatCompletionRequest, CompletionRequest
-from structgen.errors import StructgenError
-
-ANY_OBJECT = {"type": "object"}
-
+from server.tool_calls import ANY_OBJECT, TOOL_TAGS, call_schema, calls_from_text, tool_parameter_at
+from structgen.errors import SchemaError, StructgenError
 
 class UnsupportedRequestError(StructgenError):
     """A request option structgen does not implement; `param` names it."""
@@ -35,96 +34,117 @@ class UnsupportedRequestError(StructgenError):
 class OutputSpec:
     """What constrains a request's output and how the output is read back."""
 
-    kind: str | None = None  # "json_schema", "regex", "choice", "grammar" or None (free text)
+    kind: str | None = None  # "json_schema", "regex", "choice", "grammar", "tool_calls" or None (free text)
     source: Any = None
-    tool_names: list[str] | None = None  # set when the output is a tool call
+    param: str = "response_format"  # the request field the grammar came from
+    options: dict = field(default_factory=dict)  # JsonOptions fields of a JSON Schema compile
+    tool_names: list[str] | None = None  # set when the output is tool calls
     single_tool: str | None = None  # a named tool_choice: the output is its arguments
-    auto_tools: bool = False  # tool_choice "auto": free text, or one call between TOOL_TAGS
-    param: str = "response_format"  # which request field the grammar came from
-    options: dict | None = None  # extra compile_json_schema options (property_order)
+    auto_tools: bool = False  # tool_choice "auto": free text, or calls between TOOL_TAGS
+    parallel: bool = False  # several tagged calls allowed, one per line
+    parameter_pointers: list[str] = field(default_factory=list)  # tools' parameters in `source`
+
+    def locate(self, err: SchemaError) -> tuple[str, str]:
+        """(param, message) of a schema error, pointing into the tool it came from."""
+        found = tool_parameter_at(self.parameter_pointers, err.pointer or "")
+        if found is None:
+            return self.param, str(err)
+        index, pointer = found
+        return f"tools[{index}].function.parameters", f"{err.detail} (at {pointer or '/'})"
 
 
-def output_spec(request: ChatCompletionRequest | CompletionRequest) -> OutputSpec:
-    """Which grammar the request asks for (at most one source may be given)."""
-    specs = []
-    fmt = request.response_format
-    if fmt is not None and fmt.type != "text":
-        if fmt.type == "json_object":
-            specs.append(OutputSpec("json_schema", ANY_OBJECT))
-        else:
-            if fmt.json_schema is None or fmt.json_schema.schema_ is None:
-                raise UnsupportedRequestError("response_format.json_schema",
-                                              "response_format json_schema needs json_schema.schema")
-            specs.append(OutputSpec("json_schema", fmt.json_schema.schema_))
+JSON_KINDS = ("json_schema", "tool_calls")
+
+
+def output_spec(request: ChatCompletionRequest | CompletionRequest, *,
+                disable_additional_properties: bool = True) -> OutputSpec:
+    """Which grammar the request asks for (at most one source may be given).
+
+    disable_additional_properties: the server's default for object schemas silent on
+    `additionalProperties` (no undeclared properties); `structured_outputs` may override it.
+    Integers open on a side are bounded there by I-JSON's range (`safe_integers`).
+    """
     so = request.structured_outputs
-    if so is not None:
-        given = [(k, v) for k, v in (("json", so.json_), ("regex", so.regex), ("choice", so.choice),
-                                     ("grammar", so.grammar)) if v is not None]
-        if len(given) != 1:
-            raise UnsupportedRequestError("structured_outputs", "give exactly one of json, regex, choice, grammar")
-        key, value = given[0]
-        if so.whitespace_pattern is not None:
-            raise UnsupportedRequestError(
-                "structured_outputs.whitespace_pattern",
-                "whitespace_pattern is not supported: JSON is written with json.dumps separators",
-            )
-        options = None
-        if so.property_order is not None:
-            if key != "json":
-                raise UnsupportedRequestError("structured_outputs.property_order",
-                                              "property_order applies to structured_outputs.json only")
-            options = {"property_order": so.property_order}
-        if key == "grammar":
-            value = (value, _grammar_syntax(value))
-        if key == "json":
-            value = json.loads(value) if isinstance(value, str) else value
-            key = "json_schema"
-        specs.append(OutputSpec(key, value, param=f"structured_outputs.{given[0][0]}", options=options))
-    tool_spec = _tool_spec(request) if isinstance(request, ChatCompletionRequest) else None
-    if tool_spec is not None:
-        specs.append(tool_spec)
+    chat = isinstance(request, ChatCompletionRequest)
+    specs = [spec for spec in (_response_format_spec(request.response_format), _structured_outputs_spec(so),
+                               _tool_spec(request) if chat else None) if spec is not None]
     if len(specs) > 1:
         raise UnsupportedRequestError("response_format",
                                       "give only one of response_format, structured_outputs, forced tool calls")
-    return specs[0] if specs else OutputSpec()
+    spec = specs[0] if specs else OutputSpec()
+    json_options = {"disable_additional_properties": disable_additional_properties, "safe_integers": True}
+    if so is not None:
+        for name in ("disable_additional_properties", "property_order"):
+            value = getattr(so, name)
+            if value is None:
+                continue
+            if spec.kind not in JSON_KINDS:
+                raise UnsupportedRequestError(f"structured_outputs.{name}",
+                                              f"{name} applies to JSON Schema outputs only")
+            json_options[name] = value
+    if spec.kind in JSON_KINDS:
+        spec.options = {**json_options, **spec.options}
+    return spec
 
 
-TOOL_TAGS = ("<tool_call>", "</tool_call>")
+def _response_format_spec(fmt) -> OutputSpec | None:
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return OutputSpec("json_schema", ANY_OBJECT)
+    if fmt.json_schema is None or fmt.json_schema.schema_ is None:
+        raise UnsupportedRequestError("response_format.json_schema",
+                                      "response_format json_schema needs json_schema.schema")
+    return OutputSpec("json_schema", fmt.json_schema.schema_, param="response_format.json_schema.schema",
+                      options={"strict": bool(fmt.json_schema.strict)})
+
+
+def _structured_outputs_spec(so) -> OutputSpec | None:
+    """vLLM's `structured_outputs`: at most one grammar source, and its options."""
+    if so is None:
+        return None
+    if so.whitespace_pattern is not None:
+        raise UnsupportedRequestError(
+            "structured_outputs.whitespace_pattern",
+            "whitespace_pattern is not supported: JSON is written with json.dumps separators",
+        )
+    given = [(k, v) for k, v in (("json", so.json_), ("regex", so.regex), ("choice", so.choice),
+                                 ("grammar", so.grammar)) if v is not None]
+    if len(given) > 1:
+        raise UnsupportedRequestError("structured_outputs", "give at most one of json, regex, choice, grammar")
+    if not given:
+        return None  # options only, for the grammar another field gives
+    key, value = given[0]
+    param = f"structured_outputs.{key}"
+    if key == "grammar":
+        return OutputSpec("grammar", (value, _grammar_syntax(value)), param=param)
+    if key == "json":
+        return OutputSpec("json_schema", json.loads(value) if isinstance(value, str) else value, param=param)
+    return OutputSpec(key, value, param=param)
 
 
 def _tool_spec(request: ChatCompletionRequest) -> OutputSpec | None:
     """A forced tool call (tool_choice "required" or a named function) is constrained to
     the function's parameters; "auto" (the default when tools are given) allows free text
-    or one call between TOOL_TAGS, constrained once the tag starts; "none" is free text."""
+    or calls between TOOL_TAGS, constrained once the tag starts; "none" is free text."""
     choice = request.tool_choice
     tools = request.tools or []
     if choice == "none" or (choice in (None, "auto") and not tools):
         return None
-    if choice in (None, "auto"):
-        spec = _call_spec(tools)
-        return OutputSpec("tool_calls", spec.source, tool_names=spec.tool_names, auto_tools=True, param="tools")
     if not tools:
         raise UnsupportedRequestError("tool_choice", "tool_choice needs tools")
-    if not isinstance(choice, str):
+    if choice not in (None, "auto", "required"):
         name = choice.function.get("name")
-        match = [t for t in tools if t.function.name == name]
+        match = [i for i, t in enumerate(tools) if t.function.name == name]
         if not match:
             raise UnsupportedRequestError("tool_choice", f"no tool named {name!r} in tools")
-        params = match[0].function.parameters or ANY_OBJECT
-        return OutputSpec("json_schema", params, single_tool=name, param="tools")
-    return _call_spec(tools)
-
-
-def _call_spec(tools: list) -> OutputSpec:
-    """One call of any of the tools: {"name": ..., "arguments": {...}}."""
-    variants = [{
-        "type": "object",
-        "properties": {"name": {"const": t.function.name},
-                       "arguments": t.function.parameters or ANY_OBJECT},
-        "required": ["name", "arguments"], "additionalProperties": False,
-    } for t in tools]
-    schema = variants[0] if len(variants) == 1 else {"anyOf": variants}
-    return OutputSpec("json_schema", schema, tool_names=[t.function.name for t in tools], param="tools")
+        function = tools[match[0]].function
+        return OutputSpec("json_schema", function.parameters or ANY_OBJECT, single_tool=name,
+                          param=f"tools[{match[0]}].function.parameters", options={"strict": bool(function.strict)})
+    calls = call_schema(tools)
+    return OutputSpec("tool_calls", calls.schema, param="tools", options={"strict_pointers": calls.strict_pointers},
+                      tool_names=calls.names, auto_tools=choice in (None, "auto"),
+                      parallel=request.parallel_tool_calls is not False, parameter_pointers=calls.parameter_pointers)
 
 
 async def compile_spec(spec: OutputSpec, vocab: Any) -> tuple[Any, float, bool]:
@@ -140,14 +160,15 @@ async def compile_spec(spec: OutputSpec, vocab: Any) -> tuple[Any, float, bool]:
 
 def _compile(spec: OutputSpec, vocab: Any) -> Any:
     if spec.kind == "json_schema":
-        return structgen.compile_json_schema(spec.source, vocab, **(spec.options or {}))
+        return structgen.compile_json_schema(spec.source, vocab, **spec.options)
     if spec.kind == "regex":
         return structgen.compile_regex(spec.source, vocab)
     if spec.kind == "grammar":
         text, syntax = spec.source
         return structgen.compile_grammar(text, vocab, syntax=syntax)
     if spec.kind == "tool_calls":
-        return structgen.compile_tool_calls(spec.source, vocab, open_tag=TOOL_TAGS[0], close_tag=TOOL_TAGS[1])
+        return structgen.compile_tool_calls(spec.source, vocab, open_tag=TOOL_TAGS[0], close_tag=TOOL_TAGS[1],
+                                            allow_text=spec.auto_tools, parallel=spec.parallel, **spec.options)
     return structgen.compile_choice(spec.source, vocab)
 
 
@@ -157,34 +178,16 @@ def _grammar_syntax(text: str) -> str:
     return "gbnf" if re.search(r"^\s*[A-Za-z][\w-]*\s*::=", text, re.MULTILINE) else "lark"
 
 
-def tool_calls_from(spec: OutputSpec, text: str, call_id: str) -> list[dict] | None:
-    """The tool calls a constrained output encodes (None when it is not a tool call)."""
+def tool_calls_from(spec: OutputSpec, text: str, call_id: str, complete: bool = True) -> list[dict] | None:
+    """The tool calls a constrained output encodes (None when it is not a tool call).
+    complete=False: the output was cut off, and its last call holds partial arguments."""
     if spec.single_tool is not None:
-        return [_call(call_id, spec.single_tool, text)]
-    if spec.auto_tools:
-        if not text.startswith(TOOL_TAGS[0]):
-            return None  # the model answered in text
-        text = text[len(TOOL_TAGS[0]) : len(text) - len(TOOL_TAGS[1])]
-    if spec.tool_names is not None:
-        data = json.loads(text)
-        return [_call(call_id, data["name"], json.dumps(data["arguments"], ensure_ascii=False))]
-    return None
+        return [_call(f"{call_id}_0", spec.single_tool, text)]
+    if spec.tool_names is None or not text.startswith(TOOL_TAGS[0]):
+        return None  # not a tool call, or the model answered in text ("auto")
+    calls = calls_from_text(text, spec.tool_names, complete)
+    return [_call(f"{call_id}_{k}", name, arguments) for k, (name, arguments) in enumerate(calls)]
 
 
 def _call(call_id: str, name: str, arguments: str) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def tools_prompt(tools: list, choice: Any) -> str:
-    """A system message describing the tools, for chat templates that do not render them."""
-    lines = ["You can call these tools (JSON Schema of each tool's arguments):"]
-    for t in tools:
-        f = t.function
-        lines.append(json.dumps({"name": f.name, "description": f.description or "",
-                                 "parameters": f.parameters or ANY_OBJECT}, ensure_ascii=False))
-    if choice is None or choice == "auto":
-        lines.append(f'To call one, reply with only {TOOL_TAGS[0]}{{"name": ..., "arguments": {{...}}}}'
-                     f"{TOOL_TAGS[1]}; otherwise answer normally.")
-    else:
-        lines.append('Reply with the call: {"name": ..., "arguments": {...}}.')
-    return "\n".join(lines)

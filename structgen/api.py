@@ -67,7 +67,7 @@ class _Common:
     def _json(self, schema: Any, show_schema: bool, **options: Any) -> _Structured:
         model_class = schema if isinstance(schema, type) else None
         schema_dict = model_class.model_json_schema() if model_class is not None else schema
-        grammar = structgen.compile_json_schema(schema_dict, self.engine.vocab, **options)
+        grammar = structgen.compile_json_schema(schema_dict, self.engine.vocab, safe_integers=True, **options)
 
         def parse(text: str) -> Any:
             return model_class.model_validate_json(text) if model_class is not None else json.loads(text)
@@ -113,10 +113,17 @@ class LLM(_Common):
 
     def generate_json(self, prompts: Prompt | list[Prompt], schema: Any, *, max_tokens: int = 512,
                       temperature: float = 0.0, show_schema: bool = True, whitespace: str = "default",
-                      **sampling: Any) -> Any:
+                      strict: bool = False, disable_additional_properties: bool = True, **sampling: Any) -> Any:
         """Data that validates against `schema` (a dict, or a pydantic model class: then an
-        instance of it) for each prompt."""
-        structured = self._json(schema, show_schema, whitespace=whitespace)
+        instance of it) for each prompt.
+
+        strict: OpenAI's strict mode, no undeclared property ever. disable_additional_properties
+        (the default): an object schema that declares properties and is silent on
+        `additionalProperties` (as pydantic writes them) gets no undeclared ones; False
+        follows JSON Schema's default, which lets a model add keys until max_tokens.
+        Integers open on a side get I-JSON's bound there (|n| <= 2**53 - 1)."""
+        structured = self._json(schema, show_schema, whitespace=whitespace, strict=strict,
+                                disable_additional_properties=disable_additional_properties)
         return self._run(prompts, structured, None, True, _params(max_tokens, temperature, **sampling))
 
     def generate_regex(self, prompts: Prompt | list[Prompt], pattern: str, *, max_tokens: int = 256,
@@ -167,8 +174,12 @@ class AsyncLLM(_Common):
                 yield out.new_text
 
     async def generate_json(self, prompt: Prompt, schema: Any, *, max_tokens: int = 512,
-                            temperature: float = 0.0, show_schema: bool = True, **sampling: Any) -> Any:
-        structured = await asyncio.to_thread(self._json, schema, show_schema)
+                            temperature: float = 0.0, show_schema: bool = True, whitespace: str = "default",
+                            strict: bool = False, disable_additional_properties: bool = True,
+                            **sampling: Any) -> Any:
+        """As `LLM.generate_json`, for one prompt."""
+        structured = await asyncio.to_thread(self._json, schema, show_schema, whitespace=whitespace, strict=strict,
+                                             disable_additional_properties=disable_additional_properties)
         out = await self._one(prompt, structured, None, True, _params(max_tokens, temperature, **sampling))
         return _finish(out, structured)
 

@@ -142,6 +142,10 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="requests queued beyond the running batch before 429s")
     serve.add_argument("--max-body-bytes", type=_positive_int, default=4 << 20)
     serve.add_argument("--no-jump-forward", action="store_true")
+    serve.add_argument("--allow-additional-properties", action="store_true",
+                       help="follow JSON Schema's default: an object schema that is silent on "
+                       "additionalProperties may get undeclared properties (by default it gets none; "
+                       "a request's structured_outputs.disable_additional_properties overrides either)")
     serve.set_defaults(func=_cmd_serve)
 
     bench = sub.add_parser("bench", add_help=False, help="run the benchmarks (masks, cfg, engine, "
@@ -200,11 +204,15 @@ def read_schema(arg: str) -> Any:
         )
 
 
-def _compile(kind: str, source: Any, vocab: Any, whitespace: str) -> Any:
+def _compile(kind: str, source: Any, vocab: Any, whitespace: str, generating: bool = False) -> Any:
+    """generating: for output, with the server's defaults (no undeclared properties where
+    an object schema is silent on additionalProperties, integers within I-JSON's range);
+    `compile` keeps JSON Schema's own semantics, to check texts against the schema."""
     import structgen
 
     if kind == "json_schema":
-        return structgen.compile_json_schema(source, vocab, whitespace=whitespace)
+        return structgen.compile_json_schema(source, vocab, whitespace=whitespace,
+                                             disable_additional_properties=generating, safe_integers=generating)
     if kind == "regex":
         return structgen.compile_regex(source, vocab)
     if kind == "choice":
@@ -394,7 +402,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         engine = Engine(kv_cache_bytes=64 << 20)
         bar.update(1)
         bar.set_description_str("structgen: compiling grammar")
-        grammar = _compile(kind, source, engine.vocab, args.whitespace) if kind else None
+        grammar = _compile(kind, source, engine.vocab, args.whitespace, generating=True) if kind else None
         bar.update(1)
         bar.set_description_str("structgen: generating")
         prompt_ids = engine.tokenizer.encode(
@@ -466,7 +474,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                     jump_forward=not args.no_jump_forward)
     runner = AsyncEngine(engine, max_waiting=args.max_waiting)
     app = create_app(runner, model_name=args.served_model_name, api_key=args.api_key,
-                     max_body_bytes=args.max_body_bytes)
+                     max_body_bytes=args.max_body_bytes,
+                     disable_additional_properties=not args.allow_additional_properties)
     # The grammar layer's token trie of this vocabulary and its compiled walk, built now
     # rather than inside the first constrained request.
     compile_choice(["ready"], engine.vocab).matcher().allowed_token_ids()

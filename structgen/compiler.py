@@ -356,22 +356,30 @@ def compile_tool_calls(
     open_tag: str = "<tool_call>",
     close_tag: str = "</tool_call>",
     allow_text: bool = True,
+    parallel: bool = False,
     max_states: int = DEFAULT_MAX_STATES,
     max_dfa_states: int = DEFAULT_MAX_DFA_STATES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    **json_options: Any,
 ) -> CompiledGrammar:
-    """A reply that is either free text or one tool call `open_tag JSON close_tag` whose
-    JSON validates against `call_schema` (OpenAI's tool_choice "auto"). Free text may not
-    begin with `open_tag`, so once the model starts the tag, the call must be valid."""
+    """Tool calls written `open_tag JSON close_tag`, each JSON validating against
+    `call_schema`. allow_text: the reply may instead be free text (OpenAI's tool_choice
+    "auto"); free text may not begin with `open_tag`, so once the model starts the tag,
+    the call must be valid. parallel: one call or more, each right after the one before
+    (no separator, so that a model that would go on in text ends instead); otherwise
+    exactly one. json_options: `JsonOptions` fields for `call_schema` (strict_pointers, ...)."""
     from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
 
     if not open_tag or not close_tag:
         raise StructgenError("open_tag and close_tag must be non-empty")
-    source = json.dumps([canonical_key(call_schema, JsonOptions()), open_tag, close_tag, allow_text])
+    options = JsonOptions(**json_options)
+    source = json.dumps([canonical_key(call_schema, options), open_tag, close_tag, allow_text, parallel])
     key = ("tool_calls", source, max_states, max_dfa_states, vocab.fingerprint)
 
     def make_ir(deadline: float) -> ir.Node:
-        call = ir.seq(ir.lit(open_tag), schema_to_ir(call_schema, deadline=deadline), ir.lit(close_tag))
+        call = ir.seq(ir.lit(open_tag), schema_to_ir(call_schema, options, deadline=deadline), ir.lit(close_tag))
+        if parallel:
+            call = ir.rep(call, 1, None)
         return ir.alt(_text_not_starting_with(open_tag), call) if allow_text else call
 
     return _cached(key, lambda: _build("tool_calls", source, make_ir, vocab, max_states, max_dfa_states, timeout_s))

@@ -118,7 +118,7 @@ def test_invalid_schema_is_a_400_with_a_pointer(client, model):
         client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}],
                                        response_format=json_format(bad))
     body = err.value.body
-    assert "/properties/age" in body["message"] and body["param"] == "response_format"
+    assert "/properties/age" in body["message"] and body["param"] == "response_format.json_schema.schema"
 
 
 def test_unsupported_keyword_is_named(client, model):
@@ -388,3 +388,129 @@ def test_full_queue_gets_429_with_retry_after():
             assert r.headers["retry-after"] and r.json()["error"]["type"] == "rate_limit_error"
         else:
             assert r.json()["choices"][0]["finish_reason"] == "length"
+
+
+# -- what OpenAI and vLLM users expect: strict, undeclared properties, tool calls ----------
+
+CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                         "country": {"type": "string", "maxLength": 20},
+                                         "population": {"type": "integer", "minimum": 0, "maximum": 100000000}},
+        "required": ["city", "country", "population"]}  # as pydantic writes it: additionalProperties unsaid
+OPEN_CITY = {**CITY, "additionalProperties": True}
+PARIS = [{"role": "user", "content": "Tell me about Paris."}]
+
+
+def city_reply(client, model, **kwargs):
+    resp = client.chat.completions.create(model=model, messages=PARIS, temperature=0.0, max_tokens=80, **kwargs)
+    return resp.choices[0]
+
+
+def city_format(schema, strict: bool | None = None) -> dict:
+    spec = {"name": "City", "schema": schema}
+    if strict is not None:
+        spec["strict"] = strict
+    return {"type": "json_schema", "json_schema": spec}
+
+
+def undeclared(text: str) -> set:
+    return set(json.loads(text)) - set(CITY["properties"])
+
+
+def test_undeclared_properties_are_not_generated_where_the_schema_is_silent(client, model):
+    """Greedy, this model adds "capital" and more to a City until max_tokens when JSON
+    Schema's default lets it; by default the server generates declared keys only, and
+    `structured_outputs.disable_additional_properties: false` restores the default."""
+    choice = city_reply(client, model, response_format=city_format(CITY))
+    assert choice.finish_reason == "stop" and not undeclared(choice.message.content)
+    jsonschema.validate(json.loads(choice.message.content), CITY)
+    restored = city_reply(client, model, response_format=city_format(CITY),
+                          extra_body={"structured_outputs": {"disable_additional_properties": False}})
+    assert restored.finish_reason == "length" and '"capital"' in restored.message.content
+
+
+def test_strict_is_honoured_in_response_format(client, model):
+    """An explicit additionalProperties: true is honoured, unless the schema is strict."""
+    for unsaid in (False, None):
+        loose = city_reply(client, model, response_format=city_format(OPEN_CITY, unsaid))
+        assert '"capital"' in loose.message.content
+    strict = city_reply(client, model, response_format=city_format(OPEN_CITY, True))
+    assert strict.finish_reason == "stop" and not undeclared(strict.message.content)
+
+
+@pytest.mark.parametrize("tool_choice", [{"type": "function", "function": {"name": "City"}}, "required"])
+def test_strict_is_honoured_per_tool(client, model, tool_choice):
+    other = {"type": "function", "function": {"name": "Weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    for strict in (True, False):
+        tools = [{"type": "function", "function": {"name": "City", "parameters": OPEN_CITY, "strict": strict}}, other]
+        choice = city_reply(client, model, tools=tools, tool_choice=tool_choice)
+        call = choice.message.tool_calls[0]
+        assert call.function.name == "City" and choice.message.content is None
+        if strict:
+            assert choice.finish_reason == "tool_calls" and not undeclared(call.function.arguments)
+            jsonschema.validate(json.loads(call.function.arguments), OPEN_CITY)
+        else:  # the model's extra keys run on until max_tokens, and the call says so
+            assert choice.finish_reason == "length" and '"population": 11, "' in call.function.arguments
+
+
+@pytest.mark.parametrize("tool_choice", [{"type": "function", "function": {"name": "City"}}, "required"])
+def test_a_forced_call_cut_off_by_max_tokens_is_still_a_tool_call(client, model, tool_choice):
+    tools = [{"type": "function", "function": {"name": "City", "parameters": CITY}}]
+    for stream in (False, True):
+        kwargs = dict(model=model, messages=PARIS, tools=tools, tool_choice=tool_choice, max_tokens=18,
+                      temperature=0.0)
+        if stream:
+            chunks = list(client.chat.completions.create(stream=True, **kwargs))
+            calls = [c for chunk in chunks for c in chunk.choices[0].delta.tool_calls or []]
+            finish = [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices[0].finish_reason]
+            content = "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
+        else:
+            choice = client.chat.completions.create(**kwargs).choices[0]
+            calls, finish, content = choice.message.tool_calls, [choice.finish_reason], choice.message.content
+        assert finish == ["length"] and not content
+        assert len(calls) == 1 and calls[0].function.name == "City"
+        assert calls[0].function.arguments.startswith('{"city": "')  # partial, as written so far
+
+
+def test_parallel_tool_calls(client, model):
+    """With parallel_tool_calls (OpenAI's default) a model shown two calls writes two;
+    with parallel_tool_calls false the grammar ends after one."""
+    weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": weather}}]
+    shown = '<tool_call>{"name": "get_weather", "arguments": {"city": "%s"}}</tool_call>'
+    messages = [{"role": "user", "content": "Weather in Paris and Rome?"},
+                {"role": "assistant", "content": shown % "Paris" + shown % "Rome"},
+                {"role": "user", "content": "Sunny in both. And the weather in Berlin and Madrid?"}]
+    counts = {}
+    for parallel in (True, False):
+        choice = client.chat.completions.create(model=model, messages=messages, tools=tools, tool_choice="required",
+                                                parallel_tool_calls=parallel, temperature=0.0,
+                                                max_tokens=80).choices[0]
+        assert choice.finish_reason == "tool_calls"
+        for call in choice.message.tool_calls:
+            jsonschema.validate(json.loads(call.function.arguments), weather)
+        counts[parallel] = len(choice.message.tool_calls)
+    assert counts == {True: 2, False: 1}
+
+
+def test_tool_choice_errors_name_the_parameter(live, model):
+    url = live.url + "/v1/chat/completions"
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},
+             {"type": "function", "function": {"name": "g", "parameters": {
+                 "type": "object", "properties": {"a": {"type": "integer", "minimum": "x"}}}}}]
+    base = {"model": model, "messages": PARIS, "tools": tools}
+    for bad in ("sometimes", {"type": "function"}):
+        r = httpx.post(url, json={**base, "tool_choice": bad})
+        error = r.json()["error"]
+        assert r.status_code == 400 and error["param"] == "tool_choice", error
+        assert "'none', 'auto' or 'required'" in error["message"] and "literal" not in error["message"]
+    r = httpx.post(url, json={**base, "tool_choice": "required"})
+    error = r.json()["error"]
+    assert r.status_code == 400 and error["param"] == "tools[1].function.parameters", error
+    assert error["message"].endswith("(at /properties/a/minimum)")
+    r = httpx.post(url, json={**base, "tools": tools[:1], "max_tokens": 4,
+                              "structured_outputs": {"disable_additional_properties": False}})
+    assert r.status_code == 200, r.text  # tool_choice "auto": the calls follow a JSON Schema
+    r = httpx.post(url, json={"model": model, "messages": PARIS,
+                              "structured_outputs": {"disable_additional_properties": False}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "structured_outputs.disable_additional_properties"

@@ -117,6 +117,17 @@ class JsonOptions:
     indent: N spaces per level, exactly as `json.dumps(x, indent=N)`; implies "indent".
     strict: OpenAI strict mode: undeclared properties are never allowed (as if every
         object had `additionalProperties: false`, whatever it says).
+    strict_pointers: strict mode for the subschemas at or under these JSON pointers only
+        (the tools of one tool-call grammar, each with its own `strict`).
+    disable_additional_properties: an object schema that declares `properties` or
+        `patternProperties` and is silent on `additionalProperties` gets no undeclared
+        properties (a name that no `properties`, `patternProperties` or `required` of the
+        object's subschemas declares), as generation servers do by default; an explicit
+        `additionalProperties` is honoured, and so is a `minProperties` above the
+        declared names. It only narrows what is generated, never widens it.
+    safe_integers: an integer schema open on a side gets I-JSON's bound there, so that
+        |n| <= 2**53 - 1 (RFC 7493: the integers every JSON reader holds exactly), and a
+        model that keeps writing digits must stop after 16. An explicit bound is kept.
     lenient: ignore keywords that cannot be enforced instead of refusing them. THIS MAY
         UNDER-CONSTRAIN: the grammar may accept texts the schema rejects.
     max_any_depth: nesting bound of "any JSON value" (None: unbounded, but 3 in indent).
@@ -143,6 +154,9 @@ class JsonOptions:
     whitespace: str = "default"
     indent: int | None = None
     strict: bool = False
+    strict_pointers: tuple[str, ...] = ()
+    disable_additional_properties: bool = False
+    safe_integers: bool = False
     lenient: bool = False
     max_any_depth: int | None = None
     max_whitespace: int | None = None
@@ -172,6 +186,8 @@ class JsonOptions:
             raise StructgenError("unknown_keywords must be 'ignore', 'typos' or 'error'")
         if self.unknown_formats not in ("ignore", "error"):
             raise StructgenError("unknown_formats must be 'ignore' or 'error'")
+        if not all(isinstance(p, str) and (p == "" or p.startswith("/")) for p in self.strict_pointers):
+            raise StructgenError(f"strict_pointers must be JSON pointers, not {self.strict_pointers!r}")
         if self.property_order not in ("schema", "any"):
             raise StructgenError(f"property_order must be 'schema' or 'any', not {self.property_order!r}")
 
@@ -194,6 +210,8 @@ def canonical_key(schema: Any, options: JsonOptions | None = None) -> str:
     opts = json.dumps(asdict(options), sort_keys=True, separators=(",", ":"))
     return text + "\n" + opts
 
+
+SAFE_INTEGER = 2**53 - 1  # I-JSON's largest integer (safe_integers)
 
 # ---------------------------------------------------------------- keyword tables
 
@@ -1004,13 +1022,15 @@ class _Obj:
     """The object keywords of ONE subschema (kept apart: `additionalProperties` refers
     to the `properties`/`patternProperties` of its own subschema only)."""
 
-    __slots__ = ("props", "patterns", "additional", "ptr")
+    __slots__ = ("props", "patterns", "additional", "ptr", "strict", "silent")
 
-    def __init__(self, props, patterns, additional, ptr):
+    def __init__(self, props, patterns, additional, ptr, strict=False, silent=False):
         self.props: dict[str, list] = props  # name -> conjunction of items
         self.patterns: list[tuple[str, list, str]] = patterns  # (pattern, items, pointer)
         self.additional: list | None = additional  # None = anything
         self.ptr = ptr
+        self.strict = strict  # under a strict pointer: no undeclared property, whatever it says
+        self.silent = silent  # no additionalProperties, and the options generate none then
 
 
 class _Arr:
@@ -1418,6 +1438,8 @@ class _Compiler:
         A value met again while it is being compiled is a recursive schema: the inner
         use becomes an `ir.Ref` whose target is set once the outer one is built."""
         key = (tuple(id(it[0]) for it in items), self.style.depth_key(depth))
+        if self.o.strict_pointers:  # one subschema object may sit both in and out of a strict part
+            key += (tuple(self.strict_at(it[1]) for it in items),)
         got = self.cache.get(key)
         if got is not None:
             return got
@@ -1669,7 +1691,9 @@ class _Compiler:
                 self._check_schema(ap, ptr + "/additionalProperties")
                 if ap is not True:
                     additional = [(ap, ptr + "/additionalProperties", ())]
-            s.objs[obj_slot] = _Obj(props, patterns, additional, ptr)
+            strict = self.strict_at(ptr)
+            silent = self.o.disable_additional_properties and "additionalProperties" not in raw
+            s.objs[obj_slot] = _Obj(props, patterns, additional, ptr, strict, silent)
 
     def _add_alternatives(self, s: _S, kind: str, alts: list, ptr: str, chain: tuple, exact: bool = True) -> None:
         if not alts and exact:
@@ -1930,7 +1954,8 @@ class _Compiler:
     def conj_for(self, s: _S, name: str) -> list:
         """Items constraining the value of property `name` (declared or not)."""
         out: list = []
-        if self.o.strict and not any(name in x.props for x in s.objs):
+        strict = self.strict_for(s)
+        if strict and not any(name in x.props for x in s.objs):
             return [(False, s.ptr, ())]  # strict: a name no `properties` declares is never allowed
         for x in s.objs:
             declared = name in x.props
@@ -1941,9 +1966,17 @@ class _Compiler:
                 if self.pattern_matches(pat, name, pptr):
                     out += items
                     matched = True
-            if not declared and not matched and x.additional is not None and not self.o.strict:
+            if not declared and not matched and x.additional is not None and not strict:
                 out += x.additional
         return _once_each(out) if len(out) > 1 else out
+
+    def strict_at(self, ptr: str) -> bool:
+        """Whether the subschema at `ptr` is under one of the strict pointers."""
+        return any(ptr == p or ptr.startswith(p + "/") for p in self.o.strict_pointers)
+
+    def strict_for(self, s: _S) -> bool:
+        """Whether strict mode holds for the object `s` (everywhere, or by pointer)."""
+        return self.o.strict or any(x.strict for x in s.objs)
 
     def kind_possible(self, s: _S, k: str, level: int) -> bool:
         if k in ("null", "boolean"):
@@ -2422,6 +2455,15 @@ class _Compiler:
             hi = math.ceil(s.hi[0]) - 1 if s.hi[1] else math.floor(s.hi[0])
         return lo, hi
 
+    def _safe_int_bounds(self, lo: int | None, hi: int | None) -> tuple[int | None, int | None]:
+        """With safe_integers, a side the schema leaves open gets I-JSON's bound."""
+        if self.o.safe_integers:
+            if lo is None and (hi is None or hi >= -SAFE_INTEGER):
+                lo = -SAFE_INTEGER
+            if hi is None and lo <= SAFE_INTEGER:
+                hi = SAFE_INTEGER
+        return lo, hi
+
     def _number(self, s: _S, kinds: frozenset) -> ir.Node:
         N = _numbers()
         holes = sorted({Fraction(v) for v in s.not_values if _is_number(v) and math.isfinite(v)})
@@ -2435,10 +2477,9 @@ class _Compiler:
             lo, hi = self._int_bounds(s)
             if step.numerator > 1:
                 return self._int_multiples(lo, hi, step.numerator, [int(h) for h in holes if h.denominator == 1], s)
-            return self._int_ranges(lo, hi, holes)
+            return self._int_ranges(*self._safe_int_bounds(lo, hi), holes)
         if "frac" not in kinds:
-            lo, hi = self._int_bounds(s)
-            return self._int_ranges(lo, hi, holes)
+            return self._int_ranges(*self._safe_int_bounds(*self._int_bounds(s)), holes)
         if "int" not in kinds:
             # "a number that is not an integer": plain decimals with a non-zero fraction
             # and at most 15 significant digits (so no reader rounds them to an integer);
@@ -2971,12 +3012,16 @@ class _Compiler:
         the same key, and additionalProperties of members lacking the pattern (a sound
         over-approximation). Keys matching no pattern are approximated by the keys whose
         first character no pattern can start with."""
-        if self.o.strict:
+        if self.strict_for(s):
             return None
         C = _cs()
         colon = self.style.colon(depth)
         taken = set(names) | s.forbidden
+        # disable_additional_properties: only keys some patternProperties declares
+        declared_only = any(x.silent for x in s.objs) and s.min_props <= len(names)
         if pn is not None and pn.enum is not None and not pn.groups:
+            if declared_only:
+                return None
             # finite propertyNames: the extras are those names
             entries = []
             for name in pn.enum:
@@ -3056,6 +3101,8 @@ class _Compiler:
                 owners = e["owners"] + [x for q in others for x in pats[q]["owners"]]
                 conj += [it for it in lacking(owners) if it not in conj]
                 emit(keys, None, conj)
+        if declared_only:
+            return ir.alt(*classes) if classes else None
         # keys matching no pattern: additionalProperties of every member
         rest_conj: list = []
         for x in s.objs:
