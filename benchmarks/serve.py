@@ -353,9 +353,11 @@ def free_port() -> int:
 class Server:
     """`structgen serve` as a subprocess (output to a temporary log), or a given URL."""
 
-    def __init__(self, args):
+    def __init__(self, args, root: Path = ROOT, start_timeout_s: float = 180.0):
+        """root: the source tree whose `structgen` runs (another revision's worktree, say)."""
         self.args, self.proc, self.log = args, None, None
         self.url = args.url
+        self.root, self.start_timeout_s = root, start_timeout_s
 
     def __enter__(self):
         if self.url:
@@ -365,8 +367,8 @@ class Server:
         self.log = tempfile.NamedTemporaryFile("w+", prefix="structgen-serve-", suffix=".log", delete=False)
         cmd = [sys.executable, "-c", "import sys; from structgen.cli import main; sys.exit(main())",
                "serve", "--port", str(port), *self.args.server_args.split()]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
-        self.wait_healthy()
+        self.proc = subprocess.Popen(cmd, cwd=self.root, stdout=self.log, stderr=subprocess.STDOUT)
+        self.wait_healthy(self.start_timeout_s)
         return self
 
     def wait_healthy(self, timeout: float = 180.0) -> None:

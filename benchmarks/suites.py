@@ -48,8 +48,12 @@ SUITES: dict[str, Suite] = {
                          "constrained vs free decoding overhead, jump-forward savings, HF+xgrammar baseline"),
     "serve": Suite("serve", "serve.json", "--output", ("--quick",),
                    "load generator against structgen serve: TTFT/TPOT/e2e, goodput, validity (--chaos)"),
+    "clients": Suite("clients", "clients.json", "--output",
+                     ("--schemas", "5", "--clients", "openai.parse,instructor.TOOLS", "--baseline", ""),
+                     "client libraries (openai, instructor, langchain, pydantic-ai, LiteLLM) on function "
+                     "schemas: valid, cut by max_tokens, refused; against a baseline revision"),
 }
-ALL_ORDER = ["masks", "cfg", "engine", "engine-gpu", "constrained", "serve"]
+ALL_ORDER = ["masks", "cfg", "engine", "engine-gpu", "constrained", "serve", "clients"]
 
 
 def _parser() -> argparse.ArgumentParser:
