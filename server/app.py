@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -33,8 +34,10 @@ from structgen.engine.async_engine import AsyncEngine, EngineDeadError, EngineOv
 from structgen.engine.engine import PromptTooLongError
 from structgen.engine.sampling_params import InvalidParameterError, SamplingParams
 from structgen.errors import SchemaError, StructgenError
+from structgen.grammar.nesting import MAX_JSON_NESTING, MAX_SCHEMA_LEVELS, make_room_for_deep_input, text_nesting
 
 DEFAULT_MAX_BODY_BYTES = 4 << 20
+MAX_BODY_NESTING = MAX_JSON_NESTING + 16  # a schema's own limit, and the fields around it
 
 
 class APIError(Exception):
@@ -55,6 +58,7 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
     """disable_additional_properties: an object schema that declares properties and is
     silent on `additionalProperties` gets no undeclared ones (a request's
     `structured_outputs.disable_additional_properties` overrides it)."""
+    make_room_for_deep_input()  # bodies and schemas up to the nesting limits parse and compile
     app = FastAPI(title="structgen", version="0.1.0",
                   description="OpenAI-compatible structured generation")
     served = model_name or engine.engine.model_name
@@ -73,6 +77,8 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
             if length is not None and length.isdigit() and int(length) > max_body_bytes:
                 raise APIError(413, f"request body of {length} bytes exceeds the limit of {max_body_bytes}",
                                code="request_too_large")
+            if request.method == "POST":
+                await _check_body(request)
             response = await call_next(request)
         except APIError as err:
             response = error_response(err)
@@ -83,16 +89,30 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
     async def on_api_error(_: Request, err: APIError):
         return error_response(err)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, exc: StarletteHTTPException):
+        """Unknown routes, wrong methods and bodies the framework cannot read, as OpenAI errors."""
+        if exc.status_code == 404:
+            message = f"no route {request.url.path!r}; this server serves /v1/chat/completions, " \
+                      "/v1/completions, /v1/models, /health and /metrics"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        type_ = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return error_response(APIError(exc.status_code, message, type_, headers=getattr(exc, "headers", None)))
+
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(_: Request, exc: RequestValidationError):
         errors = exc.errors()
         first = errors[0] if errors else {}
+        if first.get("type") == "json_invalid":  # its location is an offset in the text, not a parameter
+            reason = (first.get("ctx") or {}).get("error")
+            return error_response(APIError(400, "the request body is not valid JSON" + (f": {reason}" if reason else "")))
         param = _param_name(first.get("loc", ()))
         message = _union_message(errors, param) if param else first.get("msg", "invalid request")
         if first.get("type") == "extra_forbidden":
             message = f"unknown parameter {param!r}"
-        elif first.get("type") == "json_invalid":
-            message = "the request body is not valid JSON"
         return error_response(APIError(400, f"{message} (param: {param})" if param else message, param=param))
 
     @app.get("/health")
@@ -288,6 +308,23 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
 
 
 # -- helpers that need no app state ------------------------------------------------------
+
+
+async def _check_body(request: Request) -> None:
+    """A POST body must be JSON, and nest no deeper than a schema may (checked before it is
+    parsed: the JSON parser recurses once per level)."""
+    body = await request.body()
+    if not body:
+        return
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type and not content_type.endswith("json"):
+        raise APIError(415, f"the request body must be JSON (Content-Type: application/json), not {content_type}",
+                       code="unsupported_media_type")
+    depth = text_nesting(body)
+    if depth > MAX_BODY_NESTING:
+        raise APIError(400, f"the request body nests {depth} levels of JSON arrays and objects; the limit is "
+                            f"{MAX_BODY_NESTING} (schemas may nest about {MAX_SCHEMA_LEVELS} levels)",
+                       code="nesting_too_deep")
 
 
 def _check_model(requested: str | None, served: str) -> None:

@@ -101,8 +101,11 @@ def _build(
             f"the {kind} would expand to more than {max_states:,} automaton positions "
             "(raise max_states, or tighten large bounds such as maxLength/maxItems)"
         )
-    nfa = LazyNFA(node)
-    dfa = _automaton(nfa, max_dfa_states)
+    try:
+        nfa = LazyNFA(node)
+        dfa = _automaton(nfa, max_dfa_states)
+    except RecursionError:  # within the input nesting limits this is a bug; still the user's error
+        raise GrammarTooLargeError(f"the {kind} is nested too deeply to compile") from None
     if dfa.start < 0:
         raise SchemaError(f"the {kind} admits no value at all (its language is empty)", "")
     if time.monotonic() > deadline:
@@ -237,13 +240,9 @@ def compile_json_schema(
     leaves every mask to its first use. Not part of the cache key: a cached grammar not
     warmed yet is warmed by the first call that asks.
     """
-    from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
+    from structgen.grammar.json_schema import JsonOptions, canonical_key, parse_schema, schema_to_ir
 
-    if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as e:
-            raise SchemaError(f"schema is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})")
+    schema = parse_schema(schema)
     if warm_s is not None and (isinstance(warm_s, bool) or not isinstance(warm_s, (int, float)) or not warm_s >= 0):
         raise StructgenError(f"warm_s must be a number of seconds >= 0 or None, got {warm_s!r}")
     if indent is not None:
@@ -368,10 +367,11 @@ def compile_tool_calls(
     the call must be valid. parallel: one call or more, each right after the one before
     (no separator, so that a model that would go on in text ends instead); otherwise
     exactly one. json_options: `JsonOptions` fields for `call_schema` (strict_pointers, ...)."""
-    from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
+    from structgen.grammar.json_schema import JsonOptions, canonical_key, parse_schema, schema_to_ir
 
     if not open_tag or not close_tag:
         raise StructgenError("open_tag and close_tag must be non-empty")
+    call_schema = parse_schema(call_schema)
     options = JsonOptions(**json_options)
     source = json.dumps([canonical_key(call_schema, options), open_tag, close_tag, allow_text, parallel])
     key = ("tool_calls", source, max_states, max_dfa_states, vocab.fingerprint)

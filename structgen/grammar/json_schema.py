@@ -103,8 +103,14 @@ from structgen.errors import (
     UnsupportedKeywordError,
 )
 from structgen.grammar import ir
+from structgen.grammar.nesting import (
+    MAX_SCHEMA_LEVELS,
+    check_nesting,
+    check_text_nesting,
+    make_room_for_deep_input,
+)
 
-__all__ = ["JsonOptions", "schema_to_ir", "canonical_key", "any_json_ir"]
+__all__ = ["JsonOptions", "schema_to_ir", "parse_schema", "canonical_key", "any_json_ir"]
 
 # ---------------------------------------------------------------- options
 
@@ -1452,15 +1458,12 @@ class _Compiler:
         self.keep.append(items)
         self.tick()
         self.depth += 1
-        if self.depth > 400:
-            raise UnsupportedKeywordError(
-                "$ref",
-                ptr,
-                "schema nesting too deep: a recursive schema needs whitespace 'default', "
-                "'compact' or 'flexible' (the indentation of 'indent' depends on the depth)"
-                if self.style.mode == "indent"
-                else "schema nesting too deep",
-            )
+        if self.depth > MAX_SCHEMA_LEVELS + 24:
+            if self.style.mode == "indent":
+                raise UnsupportedKeywordError(
+                    "$ref", ptr, "schema nesting too deep: a recursive schema needs whitespace 'default', "
+                    "'compact' or 'flexible' (the indentation of 'indent' depends on the depth)")
+            raise SchemaError(f"the schema nests values deeper than {MAX_SCHEMA_LEVELS} levels, the limit", ptr)
         self.in_progress[key] = None
         try:
             # A new value starts a new $ref chain: a chain only detects $ref cycles that
@@ -3346,23 +3349,29 @@ def schema_to_ir(schema: Any, options: JsonOptions | None = None, *, deadline: f
     budget). `deadline` is a `time.monotonic()` instant that overrides options.timeout_s.
     """
     options = options or JsonOptions()
+    schema = parse_schema(schema)
+    own = time.monotonic() + options.timeout_s
+    compiler = _Compiler(schema, options, min(own, deadline) if deadline is not None else own)
+    try:
+        return compiler.compile_root()
+    except RecursionError:  # within the nesting limits this is a bug; still the user's 400
+        raise GrammarTooLargeError("the schema is nested too deeply to compile") from None
+
+
+def parse_schema(schema: Any) -> dict | bool:
+    """A schema given as JSON text parsed, and any schema checked against the nesting
+    limits (`grammar.nesting`) before anything walks it recursively."""
+    make_room_for_deep_input()
     if isinstance(schema, str):
+        check_text_nesting(schema)
         try:
             schema = json.loads(schema)
         except json.JSONDecodeError as e:
             raise SchemaError(f"schema is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})", "") from None
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", "")
-    own = time.monotonic() + options.timeout_s
-    compiler = _Compiler(schema, options, min(own, deadline) if deadline is not None else own)
-    old = __import__("sys").getrecursionlimit()
-    __import__("sys").setrecursionlimit(max(old, 20_000))
-    try:
-        return compiler.compile_root()
-    except RecursionError:
-        raise GrammarTooLargeError("the schema is nested too deeply to compile") from None
-    finally:
-        __import__("sys").setrecursionlimit(old)
+    check_nesting(schema)
+    return schema
 
 
 def any_json_ir(options: JsonOptions | None = None) -> ir.Node:
