@@ -102,7 +102,7 @@ def _build(
             "(raise max_states, or tighten large bounds such as maxLength/maxItems)"
         )
     try:
-        nfa = LazyNFA(node)
+        nfa = LazyNFA(node, deadline=deadline)
         dfa = _automaton(nfa, max_dfa_states)
     except RecursionError:  # within the input nesting limits this is a bug; still the user's error
         raise GrammarTooLargeError(f"the {kind} is nested too deeply to compile") from None

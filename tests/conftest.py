@@ -12,6 +12,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 
+from structgen.grammar.nesting import make_room_for_deep_input
+
+# structgen raises the recursion limit at its first compile; raised here already, it is
+# the same before and after every test (hypothesis warns when a test changes it)
+make_room_for_deep_input()
+
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():

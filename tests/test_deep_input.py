@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 
 import httpx
 import pytest
@@ -152,3 +153,29 @@ def test_bodies_the_server_cannot_read_get_openai_errors(live):
         assert response.status_code == status, response.text
         error = response.json()["error"]
         assert fragment in error["message"] and set(error) == {"message", "type", "param", "code"}
+
+
+def test_grammars_nested_too_deep_are_refused_with_where(smollm2_vocab):
+    from structgen.grammar.lark_grammar import MAX_NESTING
+
+    deep = "start: " + "(" * (MAX_NESTING + 1) + '"a"' + ")" * (MAX_NESTING + 1) + "\n"
+    with pytest.raises(structgen.GrammarError, match=f"more than {MAX_NESTING}") as err:
+        structgen.compile_grammar(deep, smollm2_vocab)
+    assert (err.value.line, err.value.column) == (1, 8 + MAX_NESTING)
+    ok = 'start: "(" x ")" /[(]+/ // ((((\nx: ' + "(" * MAX_NESTING + '"a"' + ")" * MAX_NESTING + "\n"
+    assert structgen.compile_grammar(ok, smollm2_vocab).accepts_bytes(b"(a)((")
+
+
+@pytest.mark.parametrize("syntax", ["lark", "gbnf"])
+def test_long_rule_chains_end_within_the_budget(syntax, smollm2_vocab):
+    """10,000 rules each naming the next: refused as rules entered without consuming input,
+    in a few seconds (deciding which rules are productive took minutes, past the budget)."""
+    arrow = ":" if syntax == "lark" else " ::="
+    first = "start" if syntax == "lark" else "root"
+    text = f"{first}{arrow} r0\n" + "".join(f"r{i}{arrow} r{i + 1}\n" for i in range(10_000)) + f'r10000{arrow} "a"\n'
+    started = time.monotonic()
+    with pytest.raises(structgen.GrammarTooLargeError):
+        structgen.compile_grammar(text, smollm2_vocab, syntax=syntax, timeout_s=10.0)
+    assert time.monotonic() - started < 10.0 + 10.0
+    chain = f"{first}{arrow} r0\n" + "".join(f"r{i}{arrow} r{i + 1}\n" for i in range(1_000)) + f'r1000{arrow} "a"\n'
+    assert structgen.compile_grammar(chain, smollm2_vocab, syntax=syntax).accepts_bytes(b"a")

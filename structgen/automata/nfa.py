@@ -33,12 +33,13 @@ Must not know about tokens, vocabularies or the engine.
 
 from __future__ import annotations
 
-import sys
 import threading
+import time
 from bisect import bisect_left
 
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
+from structgen.grammar.nesting import make_room_for_deep_input
 
 MAX_RULE_NESTING = 2000  # rules entered within one closure before we call it left recursion
 # Parse positions one automaton state may hold. Real grammars stay in the hundreds (the
@@ -50,27 +51,13 @@ ACCEPT = ("accept",)  # the item standing for "the whole input matched"
 DONE = 0  # the empty continuation
 
 
-class _deep_recursion:
-    """Closures recurse along the IR's nesting; deep schemas need more than the default
-    recursion limit. A plain class, not contextlib: it is entered once per new
-    continuation, tens of thousands of times while a grammar warms up."""
-
-    __slots__ = ("old",)
-    LIMIT = 50_000
-
-    def __enter__(self) -> None:
-        self.old = sys.getrecursionlimit()
-        if self.old < self.LIMIT:
-            sys.setrecursionlimit(self.LIMIT)
-
-    def __exit__(self, *exc) -> None:
-        if self.old < self.LIMIT:
-            sys.setrecursionlimit(self.old)
-
-
 class LazyNFA:
-    def __init__(self, root: ir.Node, *, lexemes: bool = True):
+    def __init__(self, root: ir.Node, *, lexemes: bool = True, deadline: float | None = None):
+        """deadline: a `time.monotonic()` instant past which building it raises
+        GrammarTooLargeError (deciding which rules are non-empty may take rounds)."""
+        make_room_for_deep_input()  # closures recurse along the IR's nesting
         self.root = root
+        self.deadline = deadline
         self._use_lexemes = lexemes
         self._space: LexemeSpace | None = None  # pinned at the first lexeme entered
         self._moves: dict[tuple, list] = {}
@@ -102,10 +89,14 @@ class LazyNFA:
         while changed:
             changed = False
             self._nonempty = dict(known)
-            for ref in refs:
+            for ref in reversed(refs):  # a rule's uses are listed before its own
                 if not known[id(ref)] and self.nonempty(ref.target):
-                    known[id(ref)] = True
+                    # seen at once by the rules decided after it in this round; a False
+                    # cached before it is redone next round
+                    known[id(ref)] = self._nonempty[id(ref)] = True
                     changed = True
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                raise GrammarTooLargeError("deciding which rules can produce text exceeded the compile's budget")
         self._nonempty = dict(known)
         self._graph_live.clear()
         self._members_ok.clear()
@@ -219,8 +210,7 @@ class LazyNFA:
         cached = self._closures.get(key)
         if cached is None:
             out: set = set()
-            with _deep_recursion():
-                self._enter(node, cont, out, set())
+            self._enter(node, cont, out, set())
             cached = frozenset(out)
             self._closures[key] = cached
         return cached
@@ -542,8 +532,7 @@ class LazyNFA:
         cached = self._resumes.get(cont)
         if cached is None:
             out: set = set()
-            with _deep_recursion():
-                self._resume(cont, out, set())
+            self._resume(cont, out, set())
             cached = self._resumes[cont] = frozenset(out)
         return cached
 

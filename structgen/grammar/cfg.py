@@ -55,17 +55,32 @@ def _nonempty_ir(node: ir.Node) -> bool:
 
 def _fixpoint(rules: dict[str, list[list]], symbol_ok) -> set[str]:
     """Rules with an alternative whose every symbol satisfies the property, where a rule
-    name satisfies it once it is in the result (least fixpoint)."""
+    name satisfies it once it is in the result (least fixpoint). A worklist: each
+    alternative counts the rule names it still waits for, so a chain of n rules takes
+    n steps, not n passes over all the rules."""
+    waiting: dict[tuple[str, int], int] = {}  # (rule, alternative) -> rule names not yet in the result
+    users: dict[str, list[tuple[str, int]]] = {}  # rule name -> the alternatives that use it
+    ready: list[str] = []
+    for name, alts in rules.items():
+        for index, alt in enumerate(alts):
+            if not all(isinstance(s, str) or symbol_ok(s) for s in alt):
+                continue  # a terminal without the property: this alternative never qualifies
+            names = [s for s in alt if isinstance(s, str)]
+            waiting[(name, index)] = len(names)
+            for used in names:
+                users.setdefault(used, []).append((name, index))
+            if not names:
+                ready.append(name)
     done: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, alts in rules.items():
-            if name in done:
-                continue
-            if any(all(s in done if isinstance(s, str) else symbol_ok(s) for s in alt) for alt in alts):
-                done.add(name)
-                changed = True
+    while ready:
+        name = ready.pop()
+        if name in done:
+            continue
+        done.add(name)
+        for user in users.get(name, ()):
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                ready.append(user[0])
     return done
 
 

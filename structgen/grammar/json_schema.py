@@ -218,6 +218,9 @@ def canonical_key(schema: Any, options: JsonOptions | None = None) -> str:
 
 
 SAFE_INTEGER = 2**53 - 1  # I-JSON's largest integer (safe_integers)
+_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+_COUNTS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+                     "minContains", "maxContains"})
 
 # ---------------------------------------------------------------- keyword tables
 
@@ -1777,6 +1780,29 @@ class _Compiler:
             if _is_number(lo) and _is_number(hi) and lo > hi:
                 raise SchemaError(f"{lo_key} ({lo}) is greater than {hi_key} ({hi})", f"{ptr}/{lo_key}")
 
+    def _check_values(self, raw: dict, ptr: str) -> None:
+        """The checks `ingest` makes of keyword values, for a subschema that is only
+        negated (`not`, `if`): its keywords may not matter to the result, but an
+        invalid one is still an invalid schema."""
+        for key, v in raw.items():
+            kp = ptr + "/" + _esc(key)
+            if key in _BOUNDS and not (isinstance(v, bool) and key.startswith("exclusive")):
+                if not _is_number(v) or (isinstance(v, float) and math.isnan(v)):
+                    raise SchemaError(f"{key} must be a number", kp)
+            elif key == "multipleOf" and (not _is_number(v) or not v > 0):
+                raise SchemaError("multipleOf must be a number > 0", kp)
+            elif key in _COUNTS:
+                self._count(v, kp)
+            elif key in ("pattern", "format") and not isinstance(v, str):
+                raise SchemaError(f"{key} must be a string", kp)
+            elif key == "type":
+                self._parse_type(v, kp)
+            elif key == "enum" and (not isinstance(v, list) or not v):
+                raise SchemaError("enum must be a non-empty array", kp)
+            elif key == "uniqueItems" and not isinstance(v, bool):
+                raise SchemaError("uniqueItems must be a boolean", kp)
+        self._local_checks(raw, ptr)
+
     # ------------------------------------------------------------ negation
 
     def negate(self, raw: Any, ptr: str, chain: tuple) -> tuple[list[_S] | None, bool]:
@@ -1798,6 +1824,7 @@ class _Compiler:
         if not isinstance(raw, dict):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(raw).__name__}", ptr)
         raw = self.res.effective(raw)
+        self._check_values(raw, ptr)
         alts: list[_S] = []
         exact = True
         constrained = False

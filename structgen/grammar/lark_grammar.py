@@ -71,6 +71,31 @@ def _terminal_ir(term) -> ir.Node:
         raise GrammarError(f"terminal {term.name}: {e}") from None
 
 
+# Brackets ("(", "[", "{") nested in one rule, as GBNF's parser allows: lark's own
+# grammar loader takes time quadratic in the nesting (30 s at 3,000 levels).
+MAX_NESTING = 100
+# A literal, a regex or a comment: what the nesting check skips.
+_SKIPPED = re.compile(r'"(?:[^"\\\n]|\\.)*"i?|/(?![/*])(?:[^/\\\n]|\\.)+/[imslux]*|//[^\n]*')
+
+
+def _check_nesting(text: str) -> None:
+    """GrammarError, with the line and column, where brackets nest past MAX_NESTING."""
+    depth = 0
+    position = 0
+    for match in re.finditer(r'[(\[{)\]}]|"|/', text):
+        if match.start() < position:
+            continue  # inside a literal, regex or comment skipped below
+        skipped = _SKIPPED.match(text, match.start())
+        if skipped:
+            position = skipped.end()
+            continue
+        depth += 1 if match.group() in "([{" else -1 if match.group() in ")]}" else 0
+        if depth > MAX_NESTING:
+            line = text.count("\n", 0, match.start()) + 1
+            column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+            raise GrammarError(f"lark grammar: brackets nested more than {MAX_NESTING} deep", line, column)
+
+
 def parse_lark(text: str, start: str = "start") -> cfg.Grammar:
     """Parse a lark grammar; `start` names the start rule."""
     from lark.exceptions import LarkError
@@ -78,6 +103,7 @@ def parse_lark(text: str, start: str = "start") -> cfg.Grammar:
 
     if not isinstance(text, str):
         raise GrammarError(f"a grammar must be a string, not {type(text).__name__}")
+    _check_nesting(text)
     try:
         grammar, _ = load_grammar(text, "<grammar>", [], False)
         terminals, rules, ignore_names = grammar.compile([start], set())

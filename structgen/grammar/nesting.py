@@ -20,8 +20,10 @@ MAX_SCHEMA_LEVELS = 1_000  # nested subschemas a schema may have (documented)
 # too; the margin covers the keywords around the deepest subschema.
 MAX_JSON_NESTING = 2 * MAX_SCHEMA_LEVELS + 48
 # Python frames a compile may stack while it walks MAX_SCHEMA_LEVELS levels (about ten
-# per level, and the lowering of the deepest value on top): above the default 1,000.
-RECURSION_LIMIT = 30_000
+# per level), or while an automaton's closure follows a grammar's rules
+# (automata.nfa.MAX_RULE_NESTING of them, a few frames each): far above the default
+# 1,000. Raised once and never lowered, so that no compile lowers it under another.
+RECURSION_LIMIT = 50_000
 
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
