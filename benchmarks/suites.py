@@ -52,8 +52,11 @@ SUITES: dict[str, Suite] = {
                      ("--schemas", "5", "--clients", "openai.parse,instructor.TOOLS", "--baseline", ""),
                      "client libraries (openai, instructor, langchain, pydantic-ai, LiteLLM) on function "
                      "schemas: valid, cut by max_tokens, refused; against a baseline revision"),
+    "fuzz": Suite("fuzz", "fuzz.json", "--output", ("--minutes", "2"),
+                  "hostile schemas, regexes, grammars and bodies against structgen serve: no 5xx, hang "
+                  "or invalid output (--minutes N)"),
 }
-ALL_ORDER = ["masks", "cfg", "engine", "engine-gpu", "constrained", "serve", "clients"]
+ALL_ORDER = ["masks", "cfg", "engine", "engine-gpu", "constrained", "serve", "clients", "fuzz"]
 
 
 def _parser() -> argparse.ArgumentParser:
