@@ -34,6 +34,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.hostile import DEEP_SCHEMAS, REGEXES, SCHEMAS, gbnf_grammars, lark_grammars, request_bodies  # noqa: E402
 from benchmarks.serve import Server  # noqa: E402
+from structgen.grammar.nesting import make_room_for_deep_input  # noqa: E402
 
 MASKBENCH = ROOT.parent / "shared" / "data" / "maskbench-dev"
 COMPILE_BUDGET_S = 10.0  # the server's compile timeout (compiler.DEFAULT_TIMEOUT_S)
@@ -98,10 +99,15 @@ def check_output(expect, text: str) -> str | None:
     return None
 
 
-def classify(response: httpx.Response | None, expect, elapsed: float) -> tuple[str, str | None]:
+def _healthy(client: httpx.Client, url: str) -> bool:
+    try:
+        return client.get(url + "/health").status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def classify(response: httpx.Response, expect) -> tuple[str, str | None]:
     """(outcome, problem or None)."""
-    if response is None:
-        return "timeout", f"no answer within {COMPILE_BUDGET_S + MARGIN_S:.0f} s"
     status = response.status_code
     if status >= 500:
         return f"{status}", response.text[:300]
@@ -133,18 +139,20 @@ def fuzz(url: str, minutes: float, seed: int) -> dict:
         started = time.monotonic()
         try:
             response = client.post(url + "/v1/chat/completions", json=body)
+            outcome, problem = classify(response, expect)
         except httpx.TimeoutException:
-            response = None
+            outcome, problem = "timeout", f"no answer within {COMPILE_BUDGET_S + MARGIN_S:.0f} s"
+        except httpx.TransportError as err:
+            outcome, problem = "connection lost", f"{type(err).__name__}: {err}"
         elapsed = time.monotonic() - started
-        outcome, problem = classify(response, expect, elapsed)
-        healthy = client.get(url + "/health").status_code == 200
+        healthy = _healthy(client, url)
         if not healthy:
             outcome, problem = "server unhealthy after", problem or "/health failed"
         outcomes[outcome] += 1
         by_kind[kind][outcome] += 1
         timings.append((elapsed, kind, outcome, json.dumps(body)[:300]))
         if problem is not None and (outcome.startswith("5") or "INVALID" in outcome or "not an OpenAI" in outcome
-                                    or outcome in ("timeout", "server unhealthy after")):
+                                    or outcome in ("timeout", "connection lost", "server unhealthy after")):
             problems.append({"kind": kind, "outcome": outcome, "problem": problem, "body": json.dumps(body)[:2000]})
             print(f"PROBLEM [{kind}] {outcome}: {problem[:200]}", flush=True)
         if not healthy:
@@ -184,6 +192,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    make_room_for_deep_input()  # this side writes the deep schemas as JSON too
     with Server(args) as server:
         result = fuzz(server.url, args.minutes, args.seed)
     report(result, args.minutes)

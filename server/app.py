@@ -89,6 +89,11 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
     async def on_api_error(_: Request, err: APIError):
         return error_response(err)
 
+    @app.exception_handler(Exception)
+    async def on_bug(_: Request, exc: Exception):
+        """A bug of ours still answers as an OpenAI error (the traceback goes to the log)."""
+        return error_response(APIError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error"))
+
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException):
         """Unknown routes, wrong methods and bodies the framework cannot read, as OpenAI errors."""

@@ -179,3 +179,12 @@ def test_long_rule_chains_end_within_the_budget(syntax, smollm2_vocab):
     assert time.monotonic() - started < 10.0 + 10.0
     chain = f"{first}{arrow} r0\n" + "".join(f"r{i}{arrow} r{i + 1}\n" for i in range(1_000)) + f'r1000{arrow} "a"\n'
     assert structgen.compile_grammar(chain, smollm2_vocab, syntax=syntax).accepts_bytes(b"a")
+
+
+@pytest.mark.parametrize("line", ["%import nothing.X", "%import .common.X", "%import ..etc.X", "  %import os.X"])
+def test_lark_imports_read_only_lark_own_grammars(line, smollm2_vocab):
+    """`%import` of another module read files of the server's (and a missing one was a 500)."""
+    with pytest.raises(structgen.GrammarError, match="lark's own grammars") as err:
+        structgen.compile_grammar(f"start: X\n{line}\n", smollm2_vocab)
+    assert err.value.line == 2
+    assert structgen.compile_grammar("start: NUMBER\n%import common (NUMBER, WS)\n", smollm2_vocab).accepts_bytes(b"12")

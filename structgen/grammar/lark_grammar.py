@@ -96,6 +96,21 @@ def _check_nesting(text: str) -> None:
             raise GrammarError(f"lark grammar: brackets nested more than {MAX_NESTING} deep", line, column)
 
 
+# The grammars lark ships; `%import` of anything else would read the server's files.
+LARK_LIBRARY = ("common", "unicode", "python", "lark")
+_IMPORT = re.compile(r"^[ \t]*%import[ \t]+(\.*)([\w.]*)", re.MULTILINE)
+
+
+def _check_imports(text: str) -> None:
+    """GrammarError for an `%import` of a module that is not in lark's own library."""
+    for match in _IMPORT.finditer(text):
+        relative, path = match.groups()
+        if relative or path.split(".")[0] not in LARK_LIBRARY:
+            line = text.count("\n", 0, match.start()) + 1
+            raise GrammarError(f"lark grammar: %import reads only lark's own grammars ({', '.join(LARK_LIBRARY)}), "
+                               f"not {relative + path!r}", line, 1)
+
+
 def parse_lark(text: str, start: str = "start") -> cfg.Grammar:
     """Parse a lark grammar; `start` names the start rule."""
     from lark.exceptions import LarkError
@@ -104,12 +119,13 @@ def parse_lark(text: str, start: str = "start") -> cfg.Grammar:
     if not isinstance(text, str):
         raise GrammarError(f"a grammar must be a string, not {type(text).__name__}")
     _check_nesting(text)
+    _check_imports(text)
     try:
         grammar, _ = load_grammar(text, "<grammar>", [], False)
         terminals, rules, ignore_names = grammar.compile([start], set())
     except LarkError as e:
         raise _lark_error(e, text) from None
-    except (KeyError, AssertionError, RecursionError) as e:  # lark's own checks on odd input
+    except (KeyError, AssertionError, RecursionError, OSError) as e:  # lark's own checks on odd input
         raise GrammarError(f"lark grammar: cannot compile ({type(e).__name__}: {e})") from None
     by_name = {t.name: t for t in terminals}
     term_ir: dict[str, ir.Node] = {}
