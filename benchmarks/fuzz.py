@@ -138,7 +138,9 @@ def fuzz(url: str, minutes: float, seed: int) -> dict:
         body, expect = make_input(kind, rng, maskbench)
         started = time.monotonic()
         try:
-            response = client.post(url + "/v1/chat/completions", json=body)
+            # json.dumps writes NaN and Infinity, which are not JSON: hostile input too
+            response = client.post(url + "/v1/chat/completions", content=json.dumps(body),
+                                   headers={"content-type": "application/json"})
             outcome, problem = classify(response, expect)
         except httpx.TimeoutException:
             outcome, problem = "timeout", f"no answer within {COMPILE_BUDGET_S + MARGIN_S:.0f} s"

@@ -59,23 +59,25 @@ REGEX_PIECES = st.sampled_from(["a", "b", "[0-9]", "[^a]", ".", "\\d", "\\w", "(
                                 "{2}", "{1,3}", "{,", "^", "$", "\\", "(?:", "(?=", "\\1", "[", "]", "é", "\\u00e9"])
 REGEXES = st.lists(REGEX_PIECES, min_size=1, max_size=14).map("".join)
 
-_TERMINALS = ['"a"', '"b"', '"("', "/[0-9]+/", "/x|y/", '"ab"i', "NUMBER", '""']
-_RULES = ["r0", "r1", "r2"]
+HOSTILE_TERMINALS = ['"a"', '"b"', '"("', "/[0-9]+/", "/x|y/", '"ab"i', "NUMBER", '""']
+RULES = ["r0", "r1", "r2"]
+ODD_LINES = ["%import common.NUMBER", '%ignore " "', "%import nothing.X", "(", 'r3: r3 "a"', 'start: "b"']
 
 
 @st.composite
-def lark_grammars(draw):
-    """A few rules over a few terminals, with repetition, optionals and odd pieces."""
+def lark_grammars(draw, terminals=tuple(HOSTILE_TERMINALS), odd_lines: bool = True):
+    """Rules r0..r2 (start: r0) over `terminals` and one another, with repetition and
+    optionals; with odd_lines, a few lines that imports, redefinitions or bad syntax make."""
     lines = ["start: r0"]
-    for name in _RULES:
+    for name in RULES:
         alternatives = []
         for _ in range(draw(st.integers(1, 3))):
-            symbols = [draw(st.sampled_from(_TERMINALS + _RULES)) + draw(st.sampled_from(["", "", "?", "*", "+"]))
+            symbols = [draw(st.sampled_from(list(terminals) + RULES)) + draw(st.sampled_from(["", "", "?", "*", "+"]))
                        for _ in range(draw(st.integers(1, 3)))]
             alternatives.append(" ".join(symbols))
         lines.append(f"{name}: " + " | ".join(alternatives))
-    lines += draw(st.lists(st.sampled_from(["%import common.NUMBER", "%ignore \" \"", "%import nothing.X",
-                                            "(", "r3: r3 \"a\"", "start: \"b\""]), max_size=2))
+    if odd_lines:
+        lines += draw(st.lists(st.sampled_from(ODD_LINES), max_size=2))
     return "\n".join(lines) + "\n"
 
 

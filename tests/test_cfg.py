@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import structgen
+from benchmarks.hostile import lark_grammars
 from structgen.automata.nfa import ir_accepts
 from structgen.errors import GrammarError, GrammarTooLargeError
 from structgen.grammar.cfg import grammar_to_ir
@@ -166,23 +167,12 @@ def test_deep_nesting_and_rollback_are_exact(smollm2_vocab, smollm2_tokenizer):
 
 # ---------------------------------------------------------------- differential test
 
-TERMINALS = ['"a"', '"b"', '"ab"', "/c+/", '"ba"']
-RULES = ["r0", "r1", "r2"]
+TERMINALS = ('"a"', '"b"', '"ab"', "/c+/", '"ba"')
 
 
-@st.composite
-def random_grammars(draw):
-    lines = ["start: r0"]
-    for name in RULES:
-        alternatives = []
-        for _ in range(draw(st.integers(1, 3))):
-            symbols = []
-            for _ in range(draw(st.integers(1, 3))):
-                symbol = draw(st.sampled_from(TERMINALS + RULES))
-                symbols.append(symbol + draw(st.sampled_from(["", "", "", "?", "*", "+"])))
-            alternatives.append(" ".join(symbols))
-        lines.append(f"{name}: " + " | ".join(alternatives))
-    return "\n".join(lines) + "\n"
+def random_grammars():
+    """Rules over a few terminals whose strings are made of a, b and c (see the samples)."""
+    return lark_grammars(TERMINALS, odd_lines=False)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
