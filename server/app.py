@@ -92,7 +92,8 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
     @app.exception_handler(Exception)
     async def on_bug(_: Request, exc: Exception):
         """A bug of ours still answers as an OpenAI error (the traceback goes to the log)."""
-        return error_response(APIError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error"))
+        return error_response(APIError(500, f"internal error ({type(exc).__name__}); the server log has the "
+                                            "details", "server_error"))
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException):

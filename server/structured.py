@@ -22,6 +22,7 @@ from server.protocol import ChatCompletionRequest, CompletionRequest
 from server.tool_calls import ANY_OBJECT, TOOL_TAGS, call_schema, calls_from_text, tool_parameter_at
 from structgen.errors import SchemaError, StructgenError
 
+
 class UnsupportedRequestError(StructgenError):
     """A request option structgen does not implement; `param` names it."""
 
@@ -41,7 +42,7 @@ class OutputSpec:
     tool_names: list[str] | None = None  # set when the output is tool calls
     single_tool: str | None = None  # a named tool_choice: the output is its arguments
     auto_tools: bool = False  # tool_choice "auto": free text, or calls between TOOL_TAGS
-    parallel: bool = False  # several tagged calls allowed, one per line
+    parallel: bool = False  # several tagged calls allowed, one after the other
     parameter_pointers: list[str] = field(default_factory=list)  # tools' parameters in `source`
 
     def locate(self, err: SchemaError) -> tuple[str, str]:

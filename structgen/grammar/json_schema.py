@@ -218,11 +218,12 @@ def canonical_key(schema: Any, options: JsonOptions | None = None) -> str:
 
 
 SAFE_INTEGER = 2**53 - 1  # I-JSON's largest integer (safe_integers)
+
+# ---------------------------------------------------------------- keyword tables
+
 _BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 _COUNTS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
                      "minContains", "maxContains"})
-
-# ---------------------------------------------------------------- keyword tables
 
 _ANNOTATIONS = frozenset(
     {
