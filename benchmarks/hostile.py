@@ -72,7 +72,7 @@ def lark_grammars(draw, terminals=tuple(HOSTILE_TERMINALS), odd_lines: bool = Tr
     for name in RULES:
         alternatives = []
         for _ in range(draw(st.integers(1, 3))):
-            symbols = [draw(st.sampled_from(list(terminals) + RULES)) + draw(st.sampled_from(["", "", "?", "*", "+"]))
+            symbols = [draw(st.sampled_from(list(terminals) + RULES)) + draw(st.sampled_from(["", "", "", "?", "*", "+"]))
                        for _ in range(draw(st.integers(1, 3)))]
             alternatives.append(" ".join(symbols))
         lines.append(f"{name}: " + " | ".join(alternatives))
