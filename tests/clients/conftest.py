@@ -14,6 +14,8 @@ import pytest
 from test_cli import CLI
 
 START_TIMEOUT_S = 900  # a cold start may build the grammar kernels first (see README)
+# LiteLLM fetches its price list at import unless told not to: no network at run time
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def _free_port() -> int:

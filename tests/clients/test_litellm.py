@@ -5,14 +5,10 @@ schema structgen refuses is LiteLLM's BadRequestError."""
 
 from __future__ import annotations
 
-import os
-
+import litellm  # conftest.py keeps it from fetching its price list
 import pytest
 from cities import MAX_TOKENS, PROMPT, SHORT, City, Refused
 from pydantic import ValidationError
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of its price list
-import litellm  # noqa: E402
 
 
 def complete(base_url, model_name, response_format, max_tokens):
