@@ -1504,6 +1504,7 @@ class _Compiler:
         if not isinstance(raw, dict):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(raw).__name__}", ptr)
         raw = self.res.effective(raw)
+        self._check_values(raw, ptr)
         o = self.o
         obj_slot = None  # keeps the members in the schema's textual order (property order)
         draft4_excl_min = raw.get("exclusiveMinimum") is True
@@ -1538,18 +1539,12 @@ class _Compiler:
             elif key == "type":
                 s.set_types(self._parse_type(v, kp))
             elif key == "enum":
-                if not isinstance(v, list) or not v:
-                    raise SchemaError("enum must be a non-empty array", kp)
                 s.set_enum(v, kp)
             elif key == "const":
                 s.set_enum([v], kp)
             elif key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
                 if isinstance(v, bool) and key.startswith("exclusive"):
                     continue  # draft-04 flag, read together with minimum/maximum
-                if not _is_number(v):
-                    raise SchemaError(f"{key} must be a number", kp)
-                if isinstance(v, float) and math.isnan(v):
-                    raise SchemaError(f"{key} must be a number", kp)
                 if isinstance(v, float) and math.isinf(v):
                     if (v > 0) == ("Min" in key or key == "minimum"):
                         s.set_types(_KINDS - {"int", "frac"})  # e.g. minimum: inf
@@ -1564,8 +1559,6 @@ class _Compiler:
                 else:
                     s.set_hi(f, True, v)
             elif key == "multipleOf":
-                if not _is_number(v) or not (v > 0) or (isinstance(v, float) and not math.isfinite(v)):
-                    raise SchemaError("multipleOf must be a number > 0", kp)
                 s.mults.append((Fraction(v), v, kp))
             elif key == "minLength":
                 s.min_len = max(s.min_len, self._count(v, kp))
@@ -1573,12 +1566,8 @@ class _Compiler:
                 n = self._count(v, kp)
                 s.max_len = n if s.max_len is None else min(s.max_len, n)
             elif key == "pattern":
-                if not isinstance(v, str):
-                    raise SchemaError("pattern must be a string", kp)
                 s.patterns.append((v, kp))
             elif key == "format":
-                if not isinstance(v, str):
-                    raise SchemaError("format must be a string", kp)
                 s.formats.append((v, kp))
             elif key in ("items", "prefixItems", "additionalItems"):
                 continue  # below, together
@@ -1588,8 +1577,6 @@ class _Compiler:
                 n = self._count(v, kp)
                 s.max_items = n if s.max_items is None else min(s.max_items, n)
             elif key == "uniqueItems":
-                if not isinstance(v, bool):
-                    raise SchemaError("uniqueItems must be a boolean", kp)
                 if v:
                     s.unique = s.unique or kp
             elif key == "contains":
@@ -1782,15 +1769,15 @@ class _Compiler:
                 raise SchemaError(f"{lo_key} ({lo}) is greater than {hi_key} ({hi})", f"{ptr}/{lo_key}")
 
     def _check_values(self, raw: dict, ptr: str) -> None:
-        """The checks `ingest` makes of keyword values, for a subschema that is only
-        negated (`not`, `if`): its keywords may not matter to the result, but an
-        invalid one is still an invalid schema."""
+        """The keyword values a subschema must have the type and range of: checked by
+        `ingest`, and by `_negate` for a subschema that is only negated (`not`, `if`),
+        where a keyword may not matter to the result but is still invalid."""
         for key, v in raw.items():
             kp = ptr + "/" + _esc(key)
             if key in _BOUNDS and not (isinstance(v, bool) and key.startswith("exclusive")):
                 if not _is_number(v) or (isinstance(v, float) and math.isnan(v)):
                     raise SchemaError(f"{key} must be a number", kp)
-            elif key == "multipleOf" and (not _is_number(v) or not v > 0):
+            elif key == "multipleOf" and (not _is_number(v) or not v > 0 or (isinstance(v, float) and not math.isfinite(v))):
                 raise SchemaError("multipleOf must be a number > 0", kp)
             elif key in _COUNTS:
                 self._count(v, kp)
@@ -1802,7 +1789,6 @@ class _Compiler:
                 raise SchemaError("enum must be a non-empty array", kp)
             elif key == "uniqueItems" and not isinstance(v, bool):
                 raise SchemaError("uniqueItems must be a boolean", kp)
-        self._local_checks(raw, ptr)
 
     # ------------------------------------------------------------ negation
 
@@ -1826,6 +1812,7 @@ class _Compiler:
             raise SchemaError(f"a schema must be an object or a boolean, not {type(raw).__name__}", ptr)
         raw = self.res.effective(raw)
         self._check_values(raw, ptr)
+        self._local_checks(raw, ptr)
         alts: list[_S] = []
         exact = True
         constrained = False
@@ -1861,8 +1848,6 @@ class _Compiler:
             if key == "type":
                 alts.append(_synth(types=_KINDS - self._parse_type(v, kp)))
             elif key in ("enum", "const"):
-                if key == "enum" and (not isinstance(v, list) or not v):
-                    raise SchemaError("enum must be a non-empty array", kp)
                 alts.append(_synth(not_values=[v] if key == "const" else list(v)))
             elif key == "required":
                 if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
