@@ -55,8 +55,11 @@ SUITES: dict[str, Suite] = {
     "fuzz": Suite("fuzz", "fuzz.json", "--output", ("--minutes", "2"),
                   "hostile schemas, regexes, grammars and bodies against structgen serve: no 5xx, hang "
                   "or invalid output (--minutes N)"),
+    "isolation": Suite("isolation", "isolation.json", "--out", ("--runs", "1"),
+                       "a 20,000-value enum compiling beside a stream: the stream's largest gap, and a "
+                       "small compile sent behind it"),
 }
-ALL_ORDER = ["masks", "cfg", "engine", "engine-gpu", "constrained", "serve", "clients", "fuzz"]
+ALL_ORDER = ["masks", "cfg", "engine", "engine-gpu", "constrained", "serve", "clients", "fuzz", "isolation"]
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -14,6 +14,7 @@ import asyncio
 import json
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ import structgen
 from server.protocol import ChatCompletionRequest, CompletionRequest
 from server.tool_calls import ANY_OBJECT, TOOL_TAGS, call_schema, calls_from_text, tool_parameter_at
 from structgen.errors import SchemaError, StructgenError
+from structgen.background import lower_this_thread
 
 
 class UnsupportedRequestError(StructgenError):
@@ -149,14 +151,22 @@ def _tool_spec(request: ChatCompletionRequest) -> OutputSpec | None:
 
 
 async def compile_spec(spec: OutputSpec, vocab: Any) -> tuple[Any, float, bool]:
-    """(compiled grammar or None, seconds, cache hit). Cold compiles run in a thread."""
+    """(compiled grammar or None, seconds, cache hit). Compiles run in COMPILE_THREADS, at
+    the lowest CPU priority (their Python half in `structgen.compile_workers` processes)."""
     if spec.kind is None:
         return None, 0.0, False
     hits_before = structgen.cache_info()["hits"]
     started = time.perf_counter()
-    grammar = await asyncio.to_thread(_compile, spec, vocab)
+    grammar = await asyncio.get_running_loop().run_in_executor(_compile_threads, _compile, spec, vocab)
     hit = structgen.cache_info()["hits"] > hits_before
     return grammar, time.perf_counter() - started, hit
+
+
+# Compiles in flight at once; more wait their turn (a compile is bounded by its own
+# time budget, so a turn comes).
+COMPILE_THREADS = 8
+_compile_threads = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="structgen-compile",
+                                      initializer=lower_this_thread)
 
 
 def _compile(spec: OutputSpec, vocab: Any) -> Any:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from structgen import __version__
+from structgen.compile_workers import DEFAULT_WORKERS
 from structgen.errors import StructgenError
 
 EXIT_OK = 0
@@ -146,6 +147,10 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="follow JSON Schema's default: an object schema that is silent on "
                        "additionalProperties may get undeclared properties (by default it gets none; "
                        "a request's structured_outputs.disable_additional_properties overrides either)")
+    serve.add_argument("--compile-workers", type=_nonnegative_int, default=DEFAULT_WORKERS,
+                       help="processes that compile grammars beside the engine, so that a large "
+                       f"compile never stalls other streams (default: {DEFAULT_WORKERS}; 0: compile "
+                       "in the server's own process)")
     serve.set_defaults(func=_cmd_serve)
 
     bench = sub.add_parser("bench", add_help=False, help="run the benchmarks (masks, cfg, engine, "
@@ -161,6 +166,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
     return value
 
 
@@ -464,6 +479,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server.app import create_app
+    from structgen import compile_workers
     from structgen.compiler import compile_choice
     from structgen.engine.async_engine import AsyncEngine
     from structgen.engine.engine import Engine
@@ -479,6 +495,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # The grammar layer's token trie of this vocabulary and its compiled walk, built now
     # rather than inside the first constrained request.
     compile_choice(["ready"], engine.vocab).matcher().allowed_token_ids()
+    if args.compile_workers:
+        compile_workers.start(args.compile_workers)
     # What is loaded by now (torch, transformers, the model, the vocabulary: ~370k objects)
     # lives as long as the server; each full garbage collection scanned it for ~200 ms, a
     # stall of every stream. Frozen, the collector skips it.
@@ -489,6 +507,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:
         runner.shutdown()
+        compile_workers.stop()
     return EXIT_OK
 
 

@@ -4,8 +4,9 @@ Owns: `compile_json_schema`, `compile_regex`, `compile_choice`, `compile_grammar
 GBNF text), `compile_tool_calls` (free text or one tagged call; front-end -> IR -> NFA ->
 lazy DFA -> `CompiledGrammar`), their budgets, an LRU cache keyed by (kind, canonical
 text, options, vocabulary fingerprint), and the optional warm step of a JSON Schema
-compile (`warm_s`: masks computed ahead along an example document). Must not import the
-engine.
+compile (`warm_s`: masks computed ahead along an example document). A compile's Python
+half (`front`) runs in a worker process where `compile_workers` is started (the server
+does), else in the calling thread. Must not import the engine.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Sequence
 
+from structgen import background, compile_workers
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.flat import FlatDFA, FlatUnsupported
+from structgen.automata.example import covering_example
+from structgen.automata.flat import FlatDFA, FlatIR, FlatUnsupported
 from structgen.automata.nfa import LazyNFA
 from structgen.automata.tokens import token_trie
 from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError
@@ -81,6 +86,60 @@ def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar
     return grammar
 
 
+@dataclass
+class Front:
+    """What a compile's Python half hands to the automaton: no vocabulary, and where it
+    crosses from a worker process, arrays rather than the IR's objects."""
+
+    flat: FlatIR | None  # the IR flattened for the compiled automaton, else None
+    nfa: LazyNFA | None  # the IR's NFA (in the compiling process; None once sent)
+    node: ir.Node | None  # the IR, where it is sent for the Python automaton
+    empty: bool  # the language has no string
+    example: bytes | None  # a covering example output (computed where it is sent)
+    stats: dict
+
+
+def front(kind: str, make_ir: Callable[[float], ir.Node], max_states: int, deadline: float, timeout_s: float,
+          for_worker: bool = False) -> Front:
+    """The IR of a grammar, checked against its budgets, and flattened for the compiled
+    automaton where that takes it. for_worker: ready to be pickled to the serving process."""
+    t0 = time.perf_counter()
+    node = make_ir(deadline)
+    size = ir.expanded_size(node, limit=max_states)
+    if size > max_states:
+        raise GrammarTooLargeError(
+            f"the {kind} would expand to more than {max_states:,} automaton positions "
+            "(raise max_states, or tighten large bounds such as maxLength/maxItems)"
+        )
+    try:
+        nfa = LazyNFA(node, deadline=deadline)
+        flat = _flattened(nfa)
+    except RecursionError:  # within the input nesting limits this is a bug; still the user's error
+        raise GrammarTooLargeError(f"the {kind} is nested too deeply to compile") from None
+    if nfa.is_empty_language:
+        raise SchemaError(f"the {kind} admits no value at all (its language is empty)", "")
+    _check_deadline(kind, deadline, timeout_s)
+    stats = {"front_s": time.perf_counter() - t0, "ir_size": size}
+    if not for_worker:
+        return Front(flat, nfa, None, False, None, stats)
+    example = covering_example(nfa.root, nfa) if kind == "json_schema" else None
+    return Front(flat, None, None if flat is not None else node, False, example, stats)
+
+
+def _flattened(nfa: LazyNFA) -> FlatIR | None:
+    if not _flat_automaton() or nfa.is_empty_language:
+        return None
+    try:
+        return FlatIR(nfa.root)
+    except FlatUnsupported:  # huge IRs, wide objects with a huge count bound
+        return None
+
+
+def _check_deadline(kind: str, deadline: float, timeout_s: float) -> None:
+    if time.monotonic() > deadline:
+        raise GrammarTooLargeError(f"compiling the {kind} exceeded its {timeout_s:g} s budget")
+
+
 def _build(
     kind: str,
     source: str,
@@ -92,26 +151,24 @@ def _build(
 ) -> CompiledGrammar:
     if _flat_automaton():
         _load_flat_code(vocab)  # machine code built (or loaded) once, outside the budget
+    with background.busy():
+        return _built(kind, source, make_ir, vocab, max_states, max_dfa_states, timeout_s)
+
+
+def _built(kind: str, source: str, make_ir: Callable[[float], ir.Node], vocab, max_states: int,
+           max_dfa_states: int, timeout_s: float) -> CompiledGrammar:
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
-    node = make_ir(deadline)
-    size = ir.expanded_size(node, limit=max_states)
-    if size > max_states:
-        raise GrammarTooLargeError(
-            f"the {kind} would expand to more than {max_states:,} automaton positions "
-            "(raise max_states, or tighten large bounds such as maxLength/maxItems)"
-        )
-    try:
-        nfa = LazyNFA(node, deadline=deadline)
-        dfa = _automaton(nfa, max_dfa_states)
-    except RecursionError:  # within the input nesting limits this is a bug; still the user's error
-        raise GrammarTooLargeError(f"the {kind} is nested too deeply to compile") from None
+    if compile_workers.active():
+        made = compile_workers.run(front, kind, make_ir, max_states, deadline, timeout_s, True)
+    else:
+        made = front(kind, make_ir, max_states, deadline, timeout_s)
+    dfa = _automaton(made, max_dfa_states)
     if dfa.start < 0:
         raise SchemaError(f"the {kind} admits no value at all (its language is empty)", "")
-    if time.monotonic() > deadline:
-        raise GrammarTooLargeError(f"compiling the {kind} exceeded its {timeout_s:g} s budget")
-    stats = {"compile_s": time.perf_counter() - t0, "ir_size": size}
-    return CompiledGrammar(kind, source, dfa, vocab, stats)
+    _check_deadline(kind, deadline, timeout_s)
+    stats = {**made.stats, "compile_s": time.perf_counter() - t0}
+    return CompiledGrammar(kind, source, dfa, vocab, stats, example=made.example)
 
 
 def _flat_automaton() -> bool:
@@ -147,17 +204,16 @@ def _load_flat_code(vocab) -> None:
     _flat_code_loaded.add(vocab.fingerprint)
 
 
-def _automaton(nfa: LazyNFA, max_dfa_states: int):
+def _automaton(made: Front, max_dfa_states: int):
     """The lazy DFA of a grammar: the compiled one (`flat.FlatDFA`: rows built in
     numba) where it takes the grammar, else (huge IRs, objects in any order of
     over ~60 properties with a count bound past 2^24, or STRUCTGEN_AUTOMATON=python)
     the Python one (`dfa.LazyDFA`)."""
-    if _flat_automaton():
-        try:
-            return FlatDFA(nfa, max_states=max_dfa_states)
-        except FlatUnsupported:
-            pass
-    return LazyDFA(nfa, max_states=max_dfa_states)
+    if made.flat is not None:
+        dfa = FlatDFA.of_flat(made.flat, made.empty, max_states=max_dfa_states)
+        dfa.nfa = made.nfa
+        return dfa
+    return LazyDFA(made.nfa or LazyNFA(made.node), max_states=max_dfa_states)
 
 
 # Where an output's tokens start the states worth computing ahead: after each comma and
@@ -206,8 +262,9 @@ def _warm_json(grammar: CompiledGrammar, budget_s: float | None, timeout_s: floa
                                        WARM_PER_LARGE_COMPILE * compile_s - WARM_LARGE_OFFSET_S))
     budget_s = min(budget_s, max(0.0, timeout_s - compile_s))  # the compile's own limit
     t0 = time.perf_counter()
-    example = grammar.example()
-    warmed = grammar.warm(example, _warm_offsets(example, token_trie(grammar.vocab)), budget_s)
+    with background.busy():
+        example = grammar.example()
+        warmed = grammar.warm(example, _warm_offsets(example, token_trie(grammar.vocab)), budget_s)
     grammar.stats.update(warm_s=time.perf_counter() - t0, warmed_states=warmed)
 
 
@@ -240,7 +297,7 @@ def compile_json_schema(
     leaves every mask to its first use. Not part of the cache key: a cached grammar not
     warmed yet is warmed by the first call that asks.
     """
-    from structgen.grammar.json_schema import JsonOptions, canonical_key, parse_schema, schema_to_ir
+    from structgen.grammar.json_schema import JsonOptions, canonical_key, parse_schema
 
     schema = parse_schema(schema)
     if warm_s is not None and (isinstance(warm_s, bool) or not isinstance(warm_s, (int, float)) or not warm_s >= 0):
@@ -254,9 +311,7 @@ def compile_json_schema(
     source = canonical_key(schema, options)
     key = ("json_schema", source, max_states, max_dfa_states, vocab.fingerprint)
 
-    def make_ir(deadline: float) -> ir.Node:
-        return schema_to_ir(schema, options, deadline=deadline)
-
+    make_ir = partial(_schema_ir, schema, options)
     grammar = _cached(
         key,
         lambda: _build("json_schema", source, make_ir, vocab, max_states, max_dfa_states, timeout_s),
@@ -275,15 +330,13 @@ def compile_regex(
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> CompiledGrammar:
     """Compile a regular expression (ECMA-262 syntax, full-match, over UTF-8 text)."""
-    from structgen.grammar.regex import regex_ir
-
     if not isinstance(pattern, str):
         raise StructgenError(f"regex must be a string, got {type(pattern).__name__}")
     key = ("regex", pattern, max_states, max_dfa_states, vocab.fingerprint)
     return _cached(
         key,
         lambda: _build(
-            "regex", pattern, lambda _d: regex_ir(pattern), vocab, max_states, max_dfa_states, timeout_s
+            "regex", pattern, partial(_regex_ir, pattern), vocab, max_states, max_dfa_states, timeout_s
         ),
     )
 
@@ -303,11 +356,8 @@ def compile_choice(
         raise StructgenError("choices must not be empty")
     source = json.dumps(list(choices), ensure_ascii=False)
     key = ("choice", source, max_states, max_dfa_states, vocab.fingerprint)
-    node = ir.alt(*(ir.lit(c) for c in dict.fromkeys(choices)))
-    return _cached(
-        key,
-        lambda: _build("choice", source, lambda _d: node, vocab, max_states, max_dfa_states, timeout_s),
-    )
+    make_ir = partial(_choice_ir, tuple(choices))
+    return _cached(key, lambda: _build("choice", source, make_ir, vocab, max_states, max_dfa_states, timeout_s))
 
 
 GRAMMAR_SYNTAXES = ("lark", "gbnf")
@@ -326,8 +376,6 @@ def compile_grammar(
     """Compile a context-free grammar: lark EBNF (`syntax="lark"`, start rule `start`) or
     llama.cpp GBNF (`syntax="gbnf"`, start rule `root`). Recursion, ambiguity and left
     recursion are allowed; see `structgen.grammar.cfg` for what the language is."""
-    from structgen.grammar.cfg import grammar_to_ir
-
     if syntax not in GRAMMAR_SYNTAXES:
         raise StructgenError(f"unknown grammar syntax {syntax!r} (expected 'lark' or 'gbnf')")
     if not isinstance(text, str):
@@ -336,15 +384,7 @@ def compile_grammar(
         start = "start" if syntax == "lark" else "root"
     key = (syntax, text, start, max_states, max_dfa_states, vocab.fingerprint)
 
-    def make_ir(_deadline: float) -> ir.Node:
-        if syntax == "lark":
-            from structgen.grammar.lark_grammar import parse_lark
-
-            return grammar_to_ir(parse_lark(text, start))
-        from structgen.grammar.gbnf import parse_gbnf
-
-        return grammar_to_ir(parse_gbnf(text, start))
-
+    make_ir = partial(_grammar_ir, syntax, text, start)
     return _cached(key, lambda: _build(syntax, text, make_ir, vocab, max_states, max_dfa_states, timeout_s))
 
 
@@ -367,7 +407,7 @@ def compile_tool_calls(
     the call must be valid. parallel: one call or more, each right after the one before
     (no separator, so that a model that would go on in text ends instead); otherwise
     exactly one. json_options: `JsonOptions` fields for `call_schema` (strict_pointers, ...)."""
-    from structgen.grammar.json_schema import JsonOptions, canonical_key, parse_schema, schema_to_ir
+    from structgen.grammar.json_schema import JsonOptions, canonical_key, parse_schema
 
     if not open_tag or not close_tag:
         raise StructgenError("open_tag and close_tag must be non-empty")
@@ -376,13 +416,48 @@ def compile_tool_calls(
     source = json.dumps([canonical_key(call_schema, options), open_tag, close_tag, allow_text, parallel])
     key = ("tool_calls", source, max_states, max_dfa_states, vocab.fingerprint)
 
-    def make_ir(deadline: float) -> ir.Node:
-        call = ir.seq(ir.lit(open_tag), schema_to_ir(call_schema, options, deadline=deadline), ir.lit(close_tag))
-        if parallel:
-            call = ir.rep(call, 1, None)
-        return ir.alt(_text_not_starting_with(open_tag), call) if allow_text else call
-
+    make_ir = partial(_tool_calls_ir, call_schema, options, open_tag, close_tag, allow_text, parallel)
     return _cached(key, lambda: _build("tool_calls", source, make_ir, vocab, max_states, max_dfa_states, timeout_s))
+
+
+# The IR of each kind of grammar, as module functions: a compile worker process is sent
+# one with its arguments (`front`).
+
+
+def _schema_ir(schema: Any, options: Any, deadline: float) -> ir.Node:
+    from structgen.grammar.json_schema import schema_to_ir
+
+    return schema_to_ir(schema, options, deadline=deadline)
+
+
+def _regex_ir(pattern: str, _deadline: float) -> ir.Node:
+    from structgen.grammar.regex import regex_ir
+
+    return regex_ir(pattern)
+
+
+def _choice_ir(choices: tuple[str, ...], _deadline: float) -> ir.Node:
+    return ir.alt(*(ir.lit(c) for c in dict.fromkeys(choices)))
+
+
+def _grammar_ir(syntax: str, text: str, start: str, _deadline: float) -> ir.Node:
+    from structgen.grammar.cfg import grammar_to_ir
+
+    if syntax == "lark":
+        from structgen.grammar.lark_grammar import parse_lark
+
+        return grammar_to_ir(parse_lark(text, start))
+    from structgen.grammar.gbnf import parse_gbnf
+
+    return grammar_to_ir(parse_gbnf(text, start))
+
+
+def _tool_calls_ir(call_schema: Any, options: Any, open_tag: str, close_tag: str, allow_text: bool, parallel: bool,
+                   deadline: float) -> ir.Node:
+    call = ir.seq(ir.lit(open_tag), _schema_ir(call_schema, options, deadline), ir.lit(close_tag))
+    if parallel:
+        call = ir.rep(call, 1, None)
+    return ir.alt(_text_not_starting_with(open_tag), call) if allow_text else call
 
 
 def _text_not_starting_with(prefix: str) -> ir.Node:

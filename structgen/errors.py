@@ -10,6 +10,18 @@ from __future__ import annotations
 class StructgenError(ValueError):
     """Base class of every error caused by user input."""
 
+    def __reduce__(self):
+        # Pickled as they are (a compile worker process raises them): the subclasses'
+        # constructors format their message, and must not format it twice.
+        return rebuilt_error, (type(self), self.args, self.__dict__)
+
+
+def rebuilt_error(cls: type, args: tuple, state: dict) -> StructgenError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class SchemaError(StructgenError):
     """An invalid JSON Schema. `pointer` is the JSON pointer of the offending subschema."""

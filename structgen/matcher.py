@@ -46,8 +46,10 @@ def allocate_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
 class CompiledGrammar:
     """A grammar compiled for one vocabulary. Thread-safe; create matchers with `matcher()`."""
 
-    def __init__(self, kind: str, source: str, dfa: LazyDFA, vocab, stats: dict | None = None):
+    def __init__(self, kind: str, source: str, dfa: LazyDFA, vocab, stats: dict | None = None,
+                 example: bytes | None = None):
         self.kind = kind
+        self._example = example  # computed where the IR was (a compile worker), else on first use
         self.source = source
         self.vocab = vocab
         self.dfa = dfa
@@ -101,7 +103,9 @@ class CompiledGrammar:
     def example(self) -> bytes:
         """An output of this grammar that takes every optional part once (or a prefix
         of one, where the example stops early; see `automata.example`)."""
-        return covering_example(self.dfa.nfa.root, self.dfa.nfa)
+        if self._example is None:
+            self._example = covering_example(self.dfa.nfa.root, self.dfa.nfa) if self.dfa.nfa is not None else b""
+        return self._example
 
     def warm(self, data: bytes, offsets: Iterable[int], budget_s: float) -> int:
         """Compute now the token tables of the states after `data[:i]` for each i in

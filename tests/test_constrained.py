@@ -166,6 +166,30 @@ def test_unconstrained_and_constrained_share_a_batch(engine):
     assert outs[1].metrics.mask_time_s == 0.0 and outs[0].metrics.mask_time_s > 0.0
 
 
+def test_a_late_mask_holds_up_only_its_own_request(engine):
+    """The first mask of a 20,000-value enum takes many steps' time (its walk meets every
+    value's prefix): the stream beside it keeps getting tokens while that request sits
+    out, and then it samples from its kept logits under its mask like any other."""
+    rng = random.Random(7)
+    values = sorted({"".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(6, 16))) for _ in range(20_000)})
+    grammar = structgen.compile_json_schema({"enum": values}, engine.vocab, warm_s=0)
+    slow = engine.add_request(chat_ids(engine, "Pick a word."), SamplingParams(max_tokens=12, temperature=0.0),
+                              grammar=grammar)
+    stream = engine.add_request(chat_ids(engine, "Tell a story."),
+                                SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True))
+    tokens_while_held = 0
+    finished = {}
+    while engine.has_unfinished_requests():
+        outputs = engine.step()
+        held = slow in engine.requests and engine.requests[slow].awaiting_mask
+        tokens_while_held += held * sum(len(o.new_token_ids) for o in outputs if o.request_id == stream)
+        finished.update({o.request_id: o for o in outputs if o.finished})
+    assert tokens_while_held >= 2
+    assert json.loads(finished[slow].text) in values
+    assert len(finished[stream].token_ids) == 40
+    assert engine.blocks.stats().used == 0
+
+
 # -- grammars that are still compiling -------------------------------------------------
 
 
@@ -235,7 +259,6 @@ def test_masks_filled_during_the_forward_give_the_same_outputs(engine):
     """overlap_masks=True (the GPU default: masks filled in a worker thread while the
     forward runs) changes timing only, never tokens."""
     overlapped = Engine(kv_cache_bytes=64 << 20, overlap_masks=True)
-    assert overlapped._mask_worker is not None
     grammar = structgen.compile_json_schema(PROFILE, engine.vocab)
     prompts = [chat_ids(engine, f"Describe person number {i}.", PROFILE) for i in range(3)]
     params = SamplingParams(max_tokens=60, temperature=0.0)

@@ -436,7 +436,7 @@ class _SharedNodes:
 SHARED = _SharedNodes()
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _bit_count(x):
     n = 0
     while x:
@@ -445,7 +445,7 @@ def _bit_count(x):
     return n
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _members_live(a, b, kids, nonempty, x, words, count):
     """Whether Members node `x` can still be closed from state (mask `words`, count):
     every missing required entry has a value, and the count can land in min..max (see
@@ -472,7 +472,7 @@ def _members_live(a, b, kids, nonempty, x, words, count):
     return (extra >= 0 and nonempty[extra]) or count + open_ >= kids[record + R_MIN]
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label, known_nonempty, known_g_live):
     """Which nodes have a non-empty language, and from which graph states an end can be
     reached through edges whose labels do: a least fixpoint (rules may refer to
@@ -594,14 +594,14 @@ def _grown(store: list[np.ndarray], what: int) -> None:
         store[i] = new
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _fail(meta, code):
     """Stop the call (see M_FAILED); the first reason stays."""
     if meta[M_FAILED] == 0:
         meta[M_FAILED] = code
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _slot(slots, tag, k1, k2, k3, k4):
     """The slot of a key in the hash table, or of the empty slot where it would go."""
     h = np.uint64(tag + 1) * np.uint64(0x9E3779B97F4A7C15)
@@ -617,13 +617,13 @@ def _slot(slots, tag, k1, k2, k3, k4):
     return i
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _hget(slots, tag, k1, k2, k3, k4):
     """The value of a key, or -1."""
     return slots[_slot(slots, tag, k1, k2, k3, k4), HASH_VALUE]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _hroom(meta, slots):
     """Whether the call may add a key: it has not failed, and one more key fits below
     half load (else it fails, to have the table grown)."""
@@ -632,7 +632,7 @@ def _hroom(meta, slots):
     return meta[M_FAILED] == 0
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _hset(meta, slots, i, tag, k1, k2, k3, k4, value):
     """Give a key its value at the slot `_slot` found for it (after `_hroom`)."""
     if slots[i, HASH_VALUE] < 0:
@@ -641,20 +641,20 @@ def _hset(meta, slots, i, tag, k1, k2, k3, k4, value):
     slots[i, HASH_VALUE] = value
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _hput(meta, slots, tag, k1, k2, k3, k4, value):
     """Set a key's value (after `_hroom`)."""
     _hset(meta, slots, _slot(slots, tag, k1, k2, k3, k4), tag, k1, k2, k3, k4, value)
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _rehash(slots, new_slots):
     for i in range(slots.shape[0]):
         if slots[i, HASH_VALUE] >= 0:
             new_slots[_slot(new_slots, slots[i, 0], slots[i, 1], slots[i, 2], slots[i, 3], slots[i, 4])] = slots[i]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _row_of(meta, slots, rows, tag, k1, k2, k3, k4):
     """The id of the frame (`tag` = T_FRAME, `rows` the frames: kind, node, index,
     parent) or the item (T_ITEM, the items: leaf, offset, frame, 0) with these fields,
@@ -675,17 +675,17 @@ def _row_of(meta, slots, rows, tag, k1, k2, k3, k4):
     return row
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _frame(meta, slots, frames, kind, node, index, parent):
     return _row_of(meta, slots, frames, T_FRAME, kind, node, index, parent)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _item(meta, slots, items, leaf, offset, cont):
     return _row_of(meta, slots, items, T_ITEM, leaf, offset, cont, 0)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _then(kind, a, b, c, kids, meta, slots, frames, concat, index, parent):
     """The continuation after item `index - 1` of a Concat (see `LazyNFA._then`)."""
     n = b[concat]
@@ -699,7 +699,7 @@ def _then(kind, a, b, c, kids, meta, slots, frames, concat, index, parent):
     return _frame(meta, slots, frames, F_C, concat, index, parent)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _pool(meta, set_start, set_pool, items):
     """Store a sorted item array in the set pool; returns its set id (0 once the call
     has failed)."""
@@ -717,12 +717,12 @@ def _pool(meta, set_start, set_pool, items):
     return ref
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _set_items(set_start, set_pool, ref):
     return set_pool[set_start[ref] : set_start[ref + 1]]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _push(stack, top, op, x, y, cont, depth):
     """Push a closure work item on a growable array stack: (stack, new top)."""
     if top == stack.shape[0]:
@@ -733,7 +733,7 @@ def _push(stack, top, op, x, y, cont, depth):
     return stack, top + 1
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _first_time(seen, count, op, x, y, cont):
     """Add a work item's key to a local open-addressing set (rows of 4, -2: empty):
     (set, count, whether it was new). Grows the set past half load."""
@@ -752,7 +752,7 @@ def _first_time(seen, count, op, x, y, cont):
     return seen, count + 1, True
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _seen_slot(seen, op, x, y, cont):
     h = (np.uint64(op + 7) * np.uint64(0x9E3779B97F4A7C15)) ^ np.uint64(x)
     h = (h * np.uint64(0xBF58476D1CE4E5B9)) ^ np.uint64(y)
@@ -767,7 +767,7 @@ def _seen_slot(seen, op, x, y, cont):
     return i
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _close(g, st, op0, node0, cont0, max_items, max_nesting):
     """The items reachable without a byte from one work item (enter `node0` then
     `cont0`, or resume `cont0`), pooled as a sorted set; returns its id. A worklist
@@ -891,7 +891,7 @@ def _close(g, st, op0, node0, cont0, max_items, max_nesting):
     return _pool(meta, set_start, set_pool, found_items)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _doubled_out(out, n_out, max_items, meta):
     """The closure's item array, twice as large; fails the call (too ambiguous) past
     twice the item budget (spliced sets may repeat items: the exact count is taken at
@@ -904,7 +904,7 @@ def _doubled_out(out, n_out, max_items, meta):
     return bigger
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _sorted_unique(items):
     """A sorted array without its repeats (in place; a view of its front)."""
     n = 0
@@ -915,7 +915,7 @@ def _sorted_unique(items):
     return items[:n]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _repeat(a, b, c, nonempty, meta, slots, frames, stack, top, x, done, cont, depth):
     """Push the moves of Repeat `x` with `done` iterations complete (saturated at min
     when unbounded), then `cont`: (stack, top)."""
@@ -928,7 +928,7 @@ def _repeat(a, b, c, nonempty, meta, slots, frames, stack, top, x, done, cont, d
     return stack, top
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _members(a, b, c, kids, nonempty, meta, slots, frames, stack, top, x, code, cont, depth):
     """Push the moves of Members `x` in state `code` (see FlatIR), then `cont`: each
     entry not written yet, the extra member, or the closing bracket once the required
@@ -965,7 +965,7 @@ def _members(a, b, c, kids, nonempty, meta, slots, frames, stack, top, x, code, 
     return stack, top
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _all_required(kids, record, n, words):
     """Whether mask `words` holds every required entry of a Members record."""
     for w in range((n + MASK_BITS - 1) // MASK_BITS):
@@ -975,7 +975,7 @@ def _all_required(kids, record, n, words):
     return True
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _wide_mask(meta, slots, frames, x, words):
     """The handle of a wide mask of Members `x`: its words interned as a chain of F_W
     frames (node x, the word, the previous word's frame), the last word's frame. The
@@ -987,7 +987,7 @@ def _wide_mask(meta, slots, frames, x, words):
     return handle
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _wide_mask_words(frames, n_words, handle):
     """The words of the wide mask whose handle is `handle` (see `_wide_mask`)."""
     words = np.zeros(n_words, dtype=np.int64)
@@ -999,7 +999,7 @@ def _wide_mask_words(frames, n_words, handle):
     return words
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _resumed(g, st, frames, cont, max_items, max_nesting):
     """The items reachable from resuming continuation `cont` (memoized on its frame)."""
     ref = frames[cont, FRAME_RESUMED]
@@ -1011,7 +1011,7 @@ def _resumed(g, st, frames, cont, max_items, max_nesting):
     return ref
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _closure(g, st, node, cont, max_items, max_nesting):
     meta, slots = st[S_META], st[S_HASH]
     ref = _hget(slots, T_CLOSURE, node, cont, 0, 0)
@@ -1023,7 +1023,7 @@ def _closure(g, st, node, cont, max_items, max_nesting):
     return ref
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _single(meta, slots, set_start, set_pool, item):
     """The pooled set {item} (memoized per item)."""
     ref = _hget(slots, T_SINGLE, item, 0, 0, 0)
@@ -1037,7 +1037,7 @@ def _single(meta, slots, set_start, set_pool, item):
     return ref
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _items_hash(items):
     h = np.uint64(14695981039346656037)
     for x in items:
@@ -1045,7 +1045,7 @@ def _items_hash(items):
     return np.int64(h >> np.uint64(1))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, items):
     """The state of a sorted item set (a new one if unseen; 0 once the call has failed)."""
     h = _items_hash(items)
@@ -1073,7 +1073,7 @@ def _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, 
     return sid
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accepting, ref):
     sid = _hget(slots, T_STATE_OF_SET, ref, 0, 0, 0)
     if sid < 0:
@@ -1085,7 +1085,7 @@ def _state_of_set(meta, slots, set_start, set_pool, state_set, state_next, accep
     return sid
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _item_target(g, st, it, max_items, max_nesting):
     """The set item `it` reaches once it has read its byte (memoized in its row). Not
     inlined: the loops over a state's items (`_expand`, `_step`, `_known_loops`) read a
@@ -1110,7 +1110,7 @@ def _item_target(g, st, it, max_items, max_nesting):
     return target
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _reads(kind, a, data, bitsets, item_rows, it, byte):
     """Whether set item `it` reads `byte`: False for ACCEPT and a free-bytes marker,
     which read nothing. With its target (`_item_target`, unless it leads nowhere), what
@@ -1125,7 +1125,7 @@ def _reads(kind, a, data, bitsets, item_rows, it, byte):
     return (bitsets[a[leaf], byte >> 6] >> np.uint64(byte & 63)) & np.uint64(1) != 0
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _union_state(meta, slots, set_start, set_pool, state_set, state_next, accepting, refs, max_items):
     """The state of the union of the pooled sets `refs` (two or more)."""
     total = 0
@@ -1144,7 +1144,7 @@ def _union_state(meta, slots, set_start, set_pool, state_set, state_next, accept
     return _intern(meta, slots, set_start, set_pool, state_set, state_next, accepting, merged)
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nesting):
     """Build the table row of state `sid`: per byte, the union of what its items reach.
     Items are grouped by target first (the characters of a string body all resume the
@@ -1274,7 +1274,7 @@ def _expand(g, st, table, expanded, loops, accepting, sid, max_items, max_nestin
     expanded[sid] = True
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _step(g, st, accepting, sid, byte, max_items, max_nesting):
     """The state one byte leads to from `sid` (DEAD if none), without building `sid`'s
     row: the union of the targets of the items that read that byte -- the state the row
@@ -1324,7 +1324,7 @@ QUOTE = 0x22
 BODY_FRAME_DEPTH = 4  # how far up an item's continuation a body's Repeat frame may be
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _reads_quote(kind, a, data, bitsets, item_rows, it, only):
     """Whether set item `it` is a leaf that reads the byte '"' (and, with `only`, no
     other byte)."""
@@ -1339,7 +1339,7 @@ def _reads_quote(kind, a, data, bitsets, item_rows, it, only):
     return (row[0] >> np.uint64(QUOTE)) & np.uint64(1) != 0
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _body_exit(g, st, accepting, sid, body, max_items, max_nesting):
     """Where `sid` is a JSON string body's state -- exactly what resuming the Repeat
     `body` (`json_body_ir`) with some continuation P reaches, P reading a closing '"'
@@ -1387,7 +1387,7 @@ def _body_exit(g, st, accepting, sid, body, max_items, max_nesting):
     return _step(g, st, accepting, sid, QUOTE, max_items, max_nesting)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _counted_frame(a, frames, g_counted, node_twin, frame):
     """The first frame up the chain from `frame` that counts characters -- a state of a
     graph that does (`ir.Counted`), an iteration of a Repeat with a twin -- and how many
@@ -1404,7 +1404,7 @@ def _counted_frame(a, frames, g_counted, node_twin, frame):
     return -1, 0
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _twin_of(g, st, g_counted, node_twin, accepting, sid, longest):
     """The state that reads, for `longest` bytes, what state `sid` reads: each of its
     items whose continuation passes a counting frame in its zone continues from the
@@ -1480,7 +1480,7 @@ def _borrowed(typingctx, array):
     return array(array), codegen
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free):
     """`g`, the IR arrays, as the entries hand them on: borrowed (`_borrowed`). Each
     non-inlined function that takes `g` and `st` counts a reference to every one of
@@ -1492,14 +1492,14 @@ def _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_star
             _borrowed(g_label), _borrowed(g_live), _borrowed(g_free))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7):
     """`st`, the store arrays, borrowed as in `_ir_tuple`."""
     return (_borrowed(s0), _borrowed(s1), _borrowed(s2), _borrowed(s3), _borrowed(s4), _borrowed(s5), _borrowed(s6),
             _borrowed(s7))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _rows_borrowed(table, expanded, loops, accepting):
     """The per-state arrays (`TableDFA`), borrowed as in `_ir_tuple`: `_expand` and
     `_step` take them at every call."""
@@ -1508,7 +1508,7 @@ def _rows_borrowed(table, expanded, loops, accepting):
 
 # Entry points called from Python take each array as its own argument (numba types a
 # tuple argument anew at every call).
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _expand_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                   s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting, sid, max_items, max_nesting):
     g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
@@ -1518,7 +1518,7 @@ def _expand_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_
     return 0
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_nesting):
     """Build the rows of states `sids` not built yet. For compiled code that walks the
     table (`tokens._walk_building`): g, st are an automaton's IR and store arrays. A row
@@ -1531,7 +1531,7 @@ def expand_rows(g, st, table, expanded, loops, accepting, sids, max_items, max_n
                 return
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _known_loops(g, st, accepting, loops, sid, max_items, max_nesting):
     """Set in `loops[sid]` the bytes that lead from `sid` back to itself, from its items,
     without its row: the bytes read only by items whose target is `sid`'s own state.
@@ -1570,7 +1570,7 @@ def _known_loops(g, st, accepting, loops, sid, max_items, max_nesting):
         loops[sid, w] |= back[w] & ~other[w]
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _walk_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                 s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting, state, codes, path,
                 max_items, max_nesting):
@@ -1605,7 +1605,7 @@ def _walk_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_st
     return state
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                  s0, s1, s2, s3, s4, s5, s6, s7, accepting, root, max_items, max_nesting):
     g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
@@ -1615,7 +1615,7 @@ def _start_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_s
                          accepting, ref)
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _twin_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
                 s0, s1, s2, s3, s4, s5, s6, s7, g_counted, node_twin, accepting, sid, longest, max_items, max_nesting):
     g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
@@ -1623,7 +1623,7 @@ def _twin_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_st
     return _twin_of(g, st, _borrowed(g_counted), _borrowed(node_twin), _borrowed(accepting), sid, longest)
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid):
     """The free bytes of state `sid` (4 x u64): the union of its markers' byte sets;
     and whether any of them is not one of the state's loops."""
@@ -1640,13 +1640,13 @@ def _free_entry(bitsets, loops, s0, s1, s2, s3, s4, s5, s6, s7, sid):
     return free, beyond_loops
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _items_entry(s0, s1, s2, s3, s4, s5, s6, s7, sid):
     st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
     return _set_items(st[S_SET_START], st[S_SET_ITEMS], st[S_STATE_SET][sid]).copy()
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _body_exit_entry(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
                      g_free, s0, s1, s2, s3, s4, s5, s6, s7, accepting, sid, body, max_items, max_nesting):
     g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free)
@@ -1667,16 +1667,28 @@ class FlatDFA(TableDFA):
     """A lazily built DFA over a `FlatIR`, rows built in numba (see the module doc)."""
 
     def __init__(self, nfa: LazyNFA, *, max_states: int = 200_000):
+        self._open(FlatIR(nfa.root), nfa.is_empty_language, max_states)
+        self.nfa = nfa  # kept for what reads the IR in Python (covering examples)
+
+    @classmethod
+    def of_flat(cls, flat: FlatIR, empty: bool, *, max_states: int = 200_000) -> "FlatDFA":
+        """The automaton of an IR flattened elsewhere (a compile worker process, which
+        sends arrays rather than the IR's Python objects); it has no `nfa`."""
+        dfa = cls.__new__(cls)
+        dfa._open(flat, empty, max_states)
+        dfa.nfa = None
+        return dfa
+
+    def _open(self, flat: FlatIR, empty: bool, max_states: int) -> None:
         # Room for 1,024 states from the start (most automata never need more): the
         # table is not written ahead, so the pages of rows never built cost nothing, and
         # no doubling copies it on a decoding step.
         super().__init__(max_states, initial_states=1024)
-        self.nfa = nfa  # kept for what reads the IR in Python (covering examples)
-        self.flat = FlatIR(nfa.root)
+        self.flat = flat
         self._store = _new_store()
         self._free: dict[int, np.ndarray | None] = {}
         self.start = DEAD
-        if not nfa.is_empty_language:
+        if not empty:
             with self._lock:
                 self.start = self.run(_start_entry, lambda: (self.accepting, self.flat.root))
 

@@ -291,7 +291,7 @@ def _body_exits(trie: TokenTrie) -> BodyExits | None:
     return BodyExits(words=words, count=inside.num_allowed, rests=TokenTrie(rests, trie.vocab_size, ()))
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _made_of(token_bytes, token_end, loops):
     """Per token: whether every one of its bytes is in the 256-bit set `loops`."""
     inside = np.ones(token_end.size, dtype=np.bool_)
@@ -306,7 +306,7 @@ def _made_of(token_bytes, token_end, loops):
     return inside
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _trie_nodes(token_bytes, token_end):
     """The nodes of the trie of tokens sorted by their bytes (token t is
     token_bytes[token_end[t - 1]:token_end[t]]), in depth-first preorder: each node's
@@ -340,7 +340,7 @@ def _trie_nodes(token_bytes, token_end):
     return parent[:n_nodes], byte[:n_nodes], node_of_token
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _subtree_facts(parent, byte):
     """Per node: one past its last descendant (preorder), and the set of bytes on the
     edges below it as 4 x 64 bits."""

@@ -10,17 +10,18 @@ prompts is done. Owns the request table and the wiring; the parts own their own 
 from __future__ import annotations
 
 import itertools
-from concurrent.futures import ThreadPoolExecutor
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
 
+from structgen.background import engine_threads
 from structgen.engine import kv_cache
 from structgen.engine.block_manager import BlockManager, BlockStats
 from structgen.engine.detokenizer import IncrementalDetokenizer
 from structgen.engine.jump_forward import RETOKENIZED_TAIL, Jump, plan_jump
+from structgen.engine.masks import GrammarMasks, patience
 from structgen.engine.models.loader import load_model
 from structgen.engine.request import Request, RequestOutput, Status
 from structgen.engine.runner import ModelRunner
@@ -96,11 +97,16 @@ class Engine:
             self.runner.capture_decode_graphs(self.scheduler.max_num_seqs, self.max_model_len)
         self.sampler = Sampler()
         self.jump_forward = jump_forward
-        self._bitmask = None  # [rows, ceil(vocab/32)] int32 tensor (pinned on GPU), grown on demand
-        # Masks are filled in a worker thread during the forward pass (default on GPU,
-        # where the forward runs asynchronously; on CPU both would share the same cores).
-        overlap = on_gpu if overlap_masks is None else overlap_masks
-        self._mask_worker = ThreadPoolExecutor(1, thread_name_prefix="structgen-masks") if overlap else None
+        # Masks are filled in worker threads (engine.masks); a late one holds up only its
+        # own request. They start before the forward pass on GPU, where it runs
+        # asynchronously, and after it on CPU, where both would share the same cores.
+        self._masks_first = on_gpu if overlap_masks is None else overlap_masks
+        words = -(-self.config.vocab_size // 32)
+        self.masks = GrammarMasks(words)
+        self._held: list[Request] = []  # their logits wait for a late mask
+        # A CPU forward pass gives a core to each piece of background work (structgen.background).
+        self._cores = torch.get_num_threads() if not on_gpu else 0
+        self._step_s = 0.0  # the last step's time: how long the next waits for its masks
         self.requests: dict[str, Request] = {}
         self.compiling: list[Request] = []  # waiting for their grammar, beside the batch
         self._ids = itertools.count()
@@ -204,37 +210,89 @@ class Engine:
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         """Run one scheduled batch; outputs for every request that advanced or finished."""
-        failed = self._admit_compiled() if self.compiling else []
+        outputs = self._admit_compiled() if self.compiling else []
+        if self._held:
+            outputs += self._sample_held()
         plan = self.scheduler.schedule()
         self._preemptions += len(plan.preempted)
+        self._drop_held(plan.preempted)
         if not plan.chunks:
-            if self.compiling and not failed:
-                time.sleep(0.001)  # only compiles are pending: do not spin
-            return failed
+            self._idle(bool(outputs))
+            return outputs
         self._steps += 1
+        started = time.perf_counter()
         if self.blocks.fresh_blocks:
             self.runner.zero_blocks(self.blocks.fresh_blocks)
             self.blocks.fresh_blocks.clear()
-        sampling = [c for c in plan.chunks if c.samples]
-        if self._mask_worker is not None:  # masks on the CPU while the device runs the forward
-            masks_future = self._mask_worker.submit(self._fill_grammar_masks, sampling)
-            logits = self.runner.execute(plan.chunks)
-            masks = masks_future.result()
-        else:
-            logits = self.runner.execute(plan.chunks)
-            masks = self._fill_grammar_masks(sampling)
+        sampling = [c.request for c in plan.chunks if c.samples]
+        constrained = [r for r in sampling if r.matcher is not None]
+        if self._masks_first:  # masks on the CPU while the device runs the forward
+            self.masks.submit(constrained)
+        self._share_cores()
+        logits = self.runner.execute(plan.chunks)
+        self.masks.submit(constrained)
+        late = self.masks.wait(constrained, patience(self._step_s)) if constrained else []
         for chunk in plan.chunks:
             self.scheduler.on_computed(chunk)
-        if not sampling:
-            return failed
-        self._apply_grammar_masks(logits, masks)
-        rows = [SamplerRow(c.request.params, c.request.output_token_ids, c.request.generator)
-                for c in sampling]
+        if late:
+            logits, sampling = self._hold(late, logits, sampling)
+        if sampling:
+            outputs += self._sample(logits, sampling)
+        self._step_s = time.perf_counter() - started
+        return outputs
+
+    def _share_cores(self) -> None:
+        if self._cores:
+            threads = engine_threads(self._cores, extra=1 if self._held else 0)
+            if threads != torch.get_num_threads():
+                torch.set_num_threads(threads)
+
+    def _idle(self, reported: bool) -> None:
+        """Nothing to run: wait a moment for a compile or a late mask instead of spinning."""
+        if self._held:
+            self.masks.wait_any(self._held, 0.005)
+        elif self.compiling and not reported:
+            time.sleep(0.001)
+
+    def _hold(self, late: list[Request], logits: torch.Tensor, sampling: list[Request]):
+        """Keep the logits rows of requests whose masks are late; the rest go on."""
+        late_ids = {id(r) for r in late}
+        keep = [i for i, r in enumerate(sampling) if id(r) not in late_ids]
+        for i, request in enumerate(sampling):
+            if id(request) in late_ids:
+                request.held_logits = logits[i].clone()
+                self._held.append(request)
+        return logits[keep], [sampling[i] for i in keep]
+
+    def _sample_held(self) -> list[RequestOutput]:
+        """Sample the held requests whose masks are now ready (aborted ones are dropped)."""
+        ready = [r for r in self._held if r.is_finished or r.mask_job.done()]
+        if not ready:
+            return []
+        self._held = [r for r in self._held if r not in ready]
+        ready = [r for r in ready if not r.is_finished]
+        logits = torch.stack([r.held_logits for r in ready]) if ready else None
+        for request in ready:
+            request.held_logits = None
+        return self._sample(logits, ready) if ready else []
+
+    def _drop_held(self, requests: list[Request]) -> None:
+        """Forget held logits (a preempted request computes them again; its mask job,
+        for the same state, stays)."""
+        for request in requests:
+            if request.awaiting_mask:
+                request.held_logits = None
+                self._held.remove(request)
+
+    def _sample(self, logits: torch.Tensor, requests: list[Request]) -> list[RequestOutput]:
+        """Mask, sample and advance the requests of the rows of `logits` (their masks ready)."""
+        self._apply_grammar_masks(logits, requests)
+        rows = [SamplerRow(r.params, r.output_token_ids, r.generator) for r in requests]
         sampled = self.sampler.sample(logits, rows)
-        outputs = failed
+        outputs = []
         now = time.monotonic()
-        for chunk, token, logprobs in zip(sampling, sampled.token_ids, sampled.logprobs):
-            request = chunk.request
+        for request, token, logprobs in zip(requests, sampled.token_ids, sampled.logprobs):
+            request.mask_job = None  # the next state needs its own
             if request.error is None:
                 try:
                     self._advance(request, token, logprobs, now)
@@ -247,41 +305,15 @@ class Engine:
             outputs.append(self._output(request))
         return outputs
 
-    def _fill_grammar_masks(self, sampling: list[ScheduledChunk]):
-        """Each constrained row's allowed tokens, as (bitmask rows, logits row indices);
-        None when no row is constrained. Reads matchers only: safe to run in a worker
-        thread while the forward pass runs."""
-        constrained = [(row, c.request) for row, c in enumerate(sampling) if c.request.matcher is not None]
-        if not constrained:
-            return None
-        if self._bitmask is None or self._bitmask.shape[0] < len(constrained):
-            self._bitmask = self._allocate_bitmask(max(len(constrained), self.scheduler.max_num_seqs))
-        bitmask = self._bitmask.numpy()[: len(constrained)]
-        for i, (_, request) in enumerate(constrained):
-            started = time.perf_counter()
-            try:
-                request.matcher.fill_bitmask(bitmask, i)
-            except Exception as exc:  # e.g. the grammar outgrew its state budget mid-decode
-                request.error = f"grammar failed while decoding: {exc}"
-                bitmask[i] = -1  # allow everything; the sampled token is discarded
-            request.metrics.mask_time_s += time.perf_counter() - started
-        return self._bitmask[: len(constrained)], [row for row, _ in constrained]
-
-    def _allocate_bitmask(self, rows: int) -> torch.Tensor:
-        """The batch bitmask buffer; pinned on GPU so its copy to the device is one DMA."""
-        from structgen.matcher import allocate_bitmask
-
-        words = allocate_bitmask(1, self.config.vocab_size).shape[1]
-        return torch.zeros((rows, words), dtype=torch.int32, pin_memory=self.device.type == "cuda")
-
-    def _apply_grammar_masks(self, logits: torch.Tensor, masks) -> None:
+    def _apply_grammar_masks(self, logits: torch.Tensor, requests: list[Request]) -> None:
         """Disallow, in each constrained row, every token its matcher rejects (and the
         model's padded vocabulary rows, which no matcher allows)."""
-        if masks is None:
+        rows = [i for i, r in enumerate(requests) if r.matcher is not None]
+        if not rows:
             return
         from structgen.engine.kernels.logits_mask import apply_token_bitmask
 
-        bitmask, rows = masks
+        bitmask = self.masks.batch([requests[i] for i in rows], pin=self.device.type == "cuda")
         index = None  # every row constrained: bitmask row i masks logits row i
         if len(rows) != logits.shape[0]:
             index = torch.tensor(rows, dtype=torch.int64).to(logits.device, non_blocking=True)

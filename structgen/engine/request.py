@@ -62,6 +62,11 @@ class Request:
         self.matcher: Any = None
         self.jump_forward = False
         self.grammar_future: Any = None  # a Future of the grammar while it compiles
+        # Its mask for the current grammar state (engine.masks): the job filling it, the
+        # row it fills, and the logits row kept while the request waits for a late one.
+        self.mask_job: Any = None
+        self.mask_row: Any = None
+        self.held_logits: torch.Tensor | None = None
         self.error: str | None = None
         self.num_sent_tokens = 0  # output tokens already reported by step()
         self.num_sent_logprobs = 0
@@ -81,6 +86,11 @@ class Request:
     @property
     def num_output_tokens(self) -> int:
         return len(self.all_token_ids) - self.num_prompt_tokens
+
+    @property
+    def awaiting_mask(self) -> bool:
+        """Its logits are computed but its mask was late: it sits out until the mask is ready."""
+        return self.held_logits is not None
 
     @property
     def is_finished(self) -> bool:

@@ -6,7 +6,8 @@ appended), then waiting requests in arrival order, whose prompts are cut into ch
 that fit the budget (chunked prefill). A new request first takes its longest cached
 prefix from the block manager. When the cache has no room for a running request's next
 tokens, the newest running request is preempted: its blocks are freed and it goes back
-to the front of the waiting queue to be recomputed later.
+to the front of the waiting queue to be recomputed later. A running request whose
+logits wait for a late grammar mask (engine.masks) has nothing to compute and is skipped.
 
 Owns the queues and block tables; never runs the model or samples.
 """
@@ -63,6 +64,9 @@ class Scheduler:
         index = 0
         while index < len(self.running) and budget > 0:
             request = self.running[index]
+            if request.awaiting_mask:  # nothing to compute until it has sampled
+                index += 1
+                continue
             num_new = min(request.num_tokens - request.num_computed_tokens, budget)
             if self._reserve_or_preempt(request, num_new, preempted):
                 chunks.append(ScheduledChunk(request, num_new))
