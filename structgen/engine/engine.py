@@ -106,7 +106,6 @@ class Engine:
         self._held: list[Request] = []  # their logits wait for a late mask
         # A CPU forward pass gives a core to each piece of background work (structgen.background).
         self._cores = torch.get_num_threads() if not on_gpu else 0
-        self._step_s = 0.0  # the last step's time: how long the next waits for its masks
         self.requests: dict[str, Request] = {}
         self.compiling: list[Request] = []  # waiting for their grammar, beside the batch
         self._ids = itertools.count()
@@ -231,14 +230,13 @@ class Engine:
         self._share_cores()
         logits = self.runner.execute(plan.chunks)
         self.masks.submit(constrained)
-        late = self.masks.wait(constrained, patience(self._step_s)) if constrained else []
+        late = self.masks.wait(constrained, patience(time.perf_counter() - started)) if constrained else []
         for chunk in plan.chunks:
             self.scheduler.on_computed(chunk)
         if late:
             logits, sampling = self._hold(late, logits, sampling)
         if sampling:
             outputs += self._sample(logits, sampling)
-        self._step_s = time.perf_counter() - started
         return outputs
 
     def _share_cores(self) -> None:

@@ -8,8 +8,8 @@ cached), but a state's first visit can take far longer: the first mask of a
 20,000-value `enum` walks the vocabulary through every value's prefix (~0.4 s on
 2 cores). A batch that waited for it would stop every other stream for as long.
 
-So the engine waits for the masks of a step only `patience(step_s)` after its forward
-pass (step_s: the previous step's time); a request whose mask is later than that sits out (the engine keeps its logits row and samples it in the
+So the engine waits for the masks of a step only `patience(forward_s)` after its forward
+pass; a request whose mask is later than that sits out (the engine keeps its logits row and samples it in the
 first step after its mask is ready), and the rest of the batch goes on. The kernels the
 workers run release the interpreter lock, so they run beside the engine thread, at the
 lowest CPU priority (`background`): a late mask must not slow the forward passes either.
@@ -28,8 +28,8 @@ import torch
 from structgen.engine.request import Request
 from structgen.background import lower_this_thread
 
-# A step waits for its masks at least this long, and up to this share of a step's time
-# (then a late request sits out a step rather than delaying all of them).
+# A step waits for its masks at least this long, and up to this share of its forward
+# pass (then a late request sits out a step rather than delaying all of them).
 MIN_PATIENCE_S = 0.002
 PATIENCE_SHARE = 0.5
 # Threads that fill masks. Each slow first visit occupies one until it is done, so there
@@ -37,10 +37,11 @@ PATIENCE_SHARE = 0.5
 MASK_WORKERS = 4
 
 
-def patience(step_s: float) -> float:
-    """How long after the forward pass a step waits for its masks (step_s: the time of
-    a step; on a GPU the forward call returns before the device is done)."""
-    return max(MIN_PATIENCE_S, PATIENCE_SHARE * step_s)
+def patience(forward_s: float) -> float:
+    """How long after the forward pass a step waits for its masks (forward_s: the time
+    the forward call took; on a GPU it returns before the device is done, and the masks
+    started before it)."""
+    return max(MIN_PATIENCE_S, PATIENCE_SHARE * forward_s)
 
 
 class GrammarMasks:
