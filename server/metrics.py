@@ -4,6 +4,9 @@ one process — tests — do not collide). Owns metric definitions only."""
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+import structgen
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
@@ -31,3 +34,18 @@ class Metrics:
         self.forced_tokens = Counter("structgen_fast_forwarded_tokens", "output tokens appended by jump-forward",
                                      registry=r)
         self.output_tokens = Counter("structgen_output_tokens", "output tokens produced", registry=r)
+        r.register(GrammarCacheCollector())
+
+
+class GrammarCacheCollector:
+    """The compiled-grammar cache's size, read when /metrics is scraped."""
+
+    def collect(self):
+        info = structgen.cache_info()
+        yield GaugeMetricFamily("structgen_grammar_cache_bytes", "memory held by cached grammars (estimate)",
+                                value=info["bytes"])
+        yield GaugeMetricFamily("structgen_grammar_cache_budget_bytes", "the grammar cache's memory budget",
+                                value=info["budget_bytes"])
+        yield GaugeMetricFamily("structgen_grammar_cache_entries", "grammars in the cache", value=info["size"])
+        yield CounterMetricFamily("structgen_grammar_cache_evictions", "grammars evicted to stay within the budget",
+                                  value=info["evictions"])

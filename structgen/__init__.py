@@ -25,6 +25,7 @@ _LAZY = {
     "compile_tool_calls": "structgen.compiler",
     "clear_cache": "structgen.compiler",
     "cache_info": "structgen.compiler",
+    "set_cache_bytes": "structgen.compiler",
     "CompiledGrammar": "structgen.matcher",
     "Matcher": "structgen.matcher",
     "allocate_bitmask": "structgen.matcher",

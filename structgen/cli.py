@@ -147,6 +147,10 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="follow JSON Schema's default: an object schema that is silent on "
                        "additionalProperties may get undeclared properties (by default it gets none; "
                        "a request's structured_outputs.disable_additional_properties overrides either)")
+    serve.add_argument("--grammar-cache-bytes", type=_nonnegative_int, default=None,
+                       help="memory budget of the compiled-grammar cache; the least recently used "
+                       "grammars are evicted past it (default: an eighth of the machine's memory, "
+                       "at most 4 GiB)")
     serve.add_argument("--compile-workers", type=_nonnegative_int, default=DEFAULT_WORKERS,
                        help="processes that compile grammars beside the engine, so that a large "
                        f"compile never stalls other streams (default: {DEFAULT_WORKERS}; 0: compile "
@@ -477,7 +481,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from server.app import create_app
     from structgen import compile_workers
-    from structgen.compiler import compile_choice
+    from structgen.compiler import compile_choice, set_cache_bytes
     from structgen.engine.async_engine import AsyncEngine
     from structgen.engine.engine import Engine
 
@@ -492,6 +496,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # The grammar layer's token trie of this vocabulary and its compiled walk, built now
     # rather than inside the first constrained request.
     compile_choice(["ready"], engine.vocab).matcher().allowed_token_ids()
+    if args.grammar_cache_bytes is not None:
+        set_cache_bytes(args.grammar_cache_bytes)
     if args.compile_workers:
         compile_workers.start(args.compile_workers)
     # What is loaded by now (torch, transformers, the model, the vocabulary: ~370k objects)

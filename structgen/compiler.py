@@ -52,11 +52,15 @@ WARM_LARGE_OFFSET_S = 0.01  # the two lines meet at a compile of 6.7 ms
 WARM_MIN_S = 0.001
 WARM_MAX_S = 0.1
 DEFAULT_WARM_S = None  # the automatic budget above; 0 leaves every mask to its first use
-CACHE_SIZE = 256
+# The compiled-grammar cache holds at most this much memory (grammars grow as they are
+# used, so it is checked at every lookup); the least recently used go first. An evicted
+# grammar keeps serving the requests that hold it.
+DEFAULT_CACHE_BYTES = min(4 << 30, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 8)
 
 _cache: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
 _cache_lock = threading.Lock()
-_cache_stats = {"hits": 0, "misses": 0}
+_cache_stats = {"hits": 0, "misses": 0, "evictions": 0}
+_cache_budget = {"bytes": DEFAULT_CACHE_BYTES}
 
 
 def clear_cache() -> None:
@@ -64,9 +68,19 @@ def clear_cache() -> None:
         _cache.clear()
 
 
+def set_cache_bytes(budget: int) -> None:
+    """The cache's memory budget in bytes (a server option)."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise StructgenError(f"the grammar cache budget must be a number of bytes >= 0, got {budget!r}")
+    with _cache_lock:
+        _cache_budget["bytes"] = budget
+        _evict_locked()
+
+
 def cache_info() -> dict:
     with _cache_lock:
-        return {"size": len(_cache), **_cache_stats}
+        return {"size": len(_cache), "bytes": _cache_bytes_locked(), "budget_bytes": _cache_budget["bytes"],
+                **_cache_stats}
 
 
 def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar:
@@ -75,15 +89,31 @@ def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar
         if hit is not None and not hit.exhausted:
             _cache.move_to_end(key)
             _cache_stats["hits"] += 1
+            _evict_locked(keep=key)
             return hit
         _cache_stats["misses"] += 1
     grammar = build()
     grammar.stats["cache_key"] = key[:2]
     with _cache_lock:
         _cache[key] = grammar
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+        _evict_locked(keep=key)
     return grammar
+
+
+def _cache_bytes_locked() -> int:
+    return sum(grammar.nbytes() for grammar in _cache.values())
+
+
+def _evict_locked(keep: tuple | None = None) -> None:
+    """Drop the least recently used grammars until the cache fits its budget (the one
+    just used stays, whatever its size)."""
+    total = _cache_bytes_locked()
+    for key in list(_cache):
+        if total <= _cache_budget["bytes"]:
+            break
+        if key != keep:
+            total -= _cache.pop(key).nbytes()
+            _cache_stats["evictions"] += 1
 
 
 @dataclass

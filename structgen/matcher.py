@@ -29,6 +29,10 @@ from structgen.errors import GrammarTooLargeError
 _TERMINATED = -3  # pushed on the state stack when EOS is accepted
 _QUOTE = ord('"')
 MAX_TOKEN_TABLES = 20_000  # cached masks per grammar before the compile cache rebuilds it
+# Past this many, a grammar still in use forgets its oldest masks as it computes new ones
+# (its matchers recompute one they need again): it works on without growing.
+TABLE_CAP = 2 * MAX_TOKEN_TABLES
+TABLE_OVERHEAD_BYTES = 400  # a StateTokens object, its dict entry and a few next states
 # Warming stops at this share of a grammar's state and table budgets: what it computes
 # ahead must never bring a fresh grammar near being `exhausted`.
 WARM_BUDGET_SHARE = 0.25
@@ -80,6 +84,10 @@ class CompiledGrammar:
     def matcher(self) -> "Matcher":
         return Matcher(self)
 
+    def nbytes(self) -> int:
+        """Memory this grammar holds: its automaton's built part and its cached masks."""
+        return self.dfa.nbytes() + len(self._tables) * (self._eos_words.nbytes + TABLE_OVERHEAD_BYTES)
+
     def tokens_of(self, sid: int) -> StateTokens:
         """The token table of DFA state `sid`, computed on first use and cached."""
         table = self._tables.get(sid)
@@ -98,6 +106,8 @@ class CompiledGrammar:
             table = state_tokens(self.dfa, self._trie, sid, near, self._siblings, lambda t: self._table(t, depth),
                                  known)
             self._tables[sid] = table
+            if len(self._tables) > TABLE_CAP:
+                del self._tables[next(iter(self._tables))]  # the oldest (dicts keep insertion order)
         return table
 
     def example(self) -> bytes:

@@ -287,8 +287,13 @@ def test_metrics_are_exposed(live, client, model):
     text = httpx.get(live.url + "/metrics").text
     for name in ("structgen_requests_total", "structgen_time_to_first_token_seconds_bucket",
                  "structgen_kv_blocks_used", "structgen_grammar_compile_seconds_count",
-                 "structgen_fast_forwarded_tokens_total", "structgen_queue_depth"):
+                 "structgen_fast_forwarded_tokens_total", "structgen_queue_depth", "structgen_grammar_cache_bytes",
+                 "structgen_grammar_cache_budget_bytes", "structgen_grammar_cache_entries",
+                 "structgen_grammar_cache_evictions_total"):
         assert name in text, name
+    cache = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+             if line.startswith("structgen_grammar_cache_") and not line.startswith("#")}
+    assert cache["structgen_grammar_cache_bytes"] <= cache["structgen_grammar_cache_budget_bytes"]
 
 
 def test_api_key_is_enforced(runner):

@@ -25,6 +25,12 @@ DEAD = -1  # no transition: the byte leaves the language
 LITERAL_CHAIN = 16  # rows built at once for the bytes ahead in a literal (a token's length)
 
 
+# A built state's table row (256 int32), loops (4 x u64), expanded and accepting flags.
+TABLE_BYTES_PER_STATE = 256 * 4 + 4 * 8 + 2
+# The Python automaton's item set and its interning entry for a state (an estimate).
+PYTHON_STATE_BYTES = 600
+
+
 class TableDFA:
     """The dense table of a lazily built DFA and what is read from it: `table[s]` is
     state s's row once `expanded[s]`, `loops[s]` the bytes that lead back to s (4 x
@@ -59,6 +65,12 @@ class TableDFA:
         """Bytes every string of which state `sid` reads without leaving the language,
         where that is more than its loops (4 x u64), or None."""
         return None
+
+    def nbytes(self) -> int:
+        """Memory of the states built so far: their rows and per-state flags (a subclass
+        adds what it keeps besides). Pages of rows never built are not counted: they are
+        never written, so they take no memory."""
+        return self.num_states * TABLE_BYTES_PER_STATE
 
     def too_many_states(self) -> GrammarTooLargeError:
         return GrammarTooLargeError(f"grammar automaton grew past {self.max_states:,} states while decoding")
@@ -150,6 +162,9 @@ class LazyDFA(TableDFA):
     @property
     def num_states(self) -> int:
         return len(self._sets)
+
+    def nbytes(self) -> int:
+        return super().nbytes() + self.num_states * PYTHON_STATE_BYTES
 
     def state_of(self, nfa_states: frozenset) -> int:
         """The DFA state of a set of NFA items (interned)."""

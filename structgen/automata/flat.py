@@ -1696,6 +1696,11 @@ class FlatDFA(TableDFA):
     def num_states(self) -> int:
         return int(self._store[S_META][M_STATES])
 
+    def nbytes(self) -> int:
+        """See TableDFA.nbytes: with the store (items, frames, sets) and the flat IR."""
+        arrays = (*self._store, *self.flat.arrays, self.flat.g_counted, self.flat.node_twin)
+        return super().nbytes() + sum(a.nbytes for a in arrays)
+
     def run(self, fn, args):
         """Run compiled code over this automaton: `fn(*IR arrays, *store arrays, *args(),
         max items, max nesting)`. Where it ran out of room in the store or the per-state
