@@ -480,13 +480,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server.app import create_app
-    from structgen import compile_workers
+    from structgen import compile_workers, startup
+    from structgen.automata.tokens import token_trie
     from structgen.compiler import compile_choice, set_cache_bytes
     from structgen.engine.async_engine import AsyncEngine
     from structgen.engine.engine import Engine
 
     _quiet_transformers()
-    print("structgen serve: loading the model ...", file=sys.stderr)
+    startup.report()
     engine = Engine(args.model, kv_cache_bytes=args.kv_cache_bytes, max_num_seqs=args.max_num_seqs,
                     jump_forward=not args.no_jump_forward)
     runner = AsyncEngine(engine, max_waiting=args.max_waiting)
@@ -495,11 +496,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                      disable_additional_properties=not args.allow_additional_properties)
     # The grammar layer's token trie of this vocabulary and its compiled walk, built now
     # rather than inside the first constrained request.
-    compile_choice(["ready"], engine.vocab).matcher().allowed_token_ids()
+    with startup.phase("building the vocabulary's token trie"):
+        token_trie(engine.vocab)
+    with startup.phase("loading the grammar kernels (a first constrained mask)"):
+        compile_choice(["ready"], engine.vocab).matcher().allowed_token_ids()
     if args.grammar_cache_bytes is not None:
         set_cache_bytes(args.grammar_cache_bytes)
     if args.compile_workers:
-        compile_workers.start(args.compile_workers)
+        with startup.phase(f"starting {args.compile_workers} compile worker processes"):
+            compile_workers.start(args.compile_workers)
     # What is loaded by now (torch, transformers, the model, the vocabulary: ~370k objects)
     # lives as long as the server; each full garbage collection scanned it for ~200 ms, a
     # stall of every stream. Frozen, the collector skips it.

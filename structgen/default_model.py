@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from structgen.startup import phase
+
 # Nothing here may reach the network. This must be set before huggingface_hub is first
 # imported to take effect there; every load below also passes local_files_only=True.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -156,7 +158,8 @@ def gguf_as_hf_dir(gguf: Path) -> Path:
     target = (root / "models" / digest) if digest else Path(tempfile.mkdtemp(prefix="structgen-model-"))
     if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
         return target
-    _convert_gguf(gguf, target)
+    with phase(f"converting {gguf.name} to a cached safetensors model (once)"):
+        _convert_gguf(gguf, target)
     return target
 
 

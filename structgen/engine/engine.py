@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import torch
 
 from structgen.background import engine_threads
+from structgen.startup import phase
 from structgen.engine import kv_cache
 from structgen.engine.block_manager import BlockManager, BlockStats
 from structgen.engine.detokenizer import IncrementalDetokenizer
@@ -89,12 +90,14 @@ class Engine:
             max_num_seqs=max_num_seqs or (256 if on_gpu else 64),
             max_num_batched_tokens=max_num_batched_tokens or (8192 if on_gpu else 2048),
         )
-        caches = kv_cache.allocate_kv_cache(self.config, num_blocks + 1, block_size, self.dtype, self.device)
+        with phase(f"allocating the KV cache ({num_blocks} blocks of {block_size} tokens)"):
+            caches = kv_cache.allocate_kv_cache(self.config, num_blocks + 1, block_size, self.dtype, self.device)
         backend = _backend(attention_backend, on_gpu)
         self.runner = ModelRunner(self.model, caches, block_size, backend, self.device)
         if on_gpu and cuda_graphs and getattr(backend, "GRAPH_CAPTURABLE", False):
             # Decode steps of up to max_num_seqs sequences replay captured graphs.
-            self.runner.capture_decode_graphs(self.scheduler.max_num_seqs, self.max_model_len)
+            with phase("capturing CUDA graphs of decode steps"):
+                self.runner.capture_decode_graphs(self.scheduler.max_num_seqs, self.max_model_len)
         self.sampler = Sampler()
         self.jump_forward = jump_forward
         # Masks are filled in worker threads (engine.masks); a late one holds up only its

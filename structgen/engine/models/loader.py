@@ -24,6 +24,7 @@ import torch
 from structgen.engine.models.config import ModelConfig, UnsupportedModelError
 from structgen.engine.models.llama import LlamaForCausalLM, Rotary
 from structgen.errors import StructgenError
+from structgen.startup import phase
 
 DUMMY_SHAPES: dict[str, dict] = {
     "llama-3-8b": dict(
@@ -67,9 +68,10 @@ def load_model(
         _randomize(model, seed)
         return LoadedModel(model, config, name, folder)
     folder, name = _resolve_folder(source)
-    config = ModelConfig.from_hf(_read_config(folder))
-    model = _build(config, dtype, device, max_positions)
-    _load_safetensors(model, config, folder)
+    with phase(f"loading the weights of {name}"):
+        config = ModelConfig.from_hf(_read_config(folder))
+        model = _build(config, dtype, device, max_positions)
+        _load_safetensors(model, config, folder)
     return LoadedModel(model, config, name, folder)
 
 
