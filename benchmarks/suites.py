@@ -58,8 +58,12 @@ SUITES: dict[str, Suite] = {
     "isolation": Suite("isolation", "isolation.json", "--out", ("--runs", "1"),
                        "a 20,000-value enum compiling beside a stream: the stream's largest gap, and a "
                        "small compile sent behind it"),
+    "startup": Suite("startup", "startup.json", "--out", ("--runs", "1"),
+                     "ready from a scratch clone: serve until listening (cold, warm), first reply, import, "
+                     "first mask in a fresh process (--install: README's install too)"),
 }
-ALL_ORDER = ["masks", "cfg", "engine", "engine-gpu", "constrained", "serve", "clients", "fuzz", "isolation"]
+ALL_ORDER = ["masks", "cfg", "engine", "engine-gpu", "constrained", "serve", "clients", "fuzz", "isolation",
+             "startup"]
 
 
 def _parser() -> argparse.ArgumentParser:
