@@ -28,6 +28,7 @@ cdef extern from *:
     #define SG_FNV_BASIS 14695981039346656037ULL
     #define SG_FNV_PRIME 1099511628211ULL
     #define SG_CTZ(x) __builtin_ctzll(x)
+    #define SG_RELEASE() __atomic_thread_fence(__ATOMIC_RELEASE)
     """
     const uint64_t MIX_1 "SG_MIX_1"
     const uint64_t MIX_2 "SG_MIX_2"
@@ -35,6 +36,7 @@ cdef extern from *:
     const uint64_t FNV_BASIS "SG_FNV_BASIS"
     const uint64_t FNV_PRIME "SG_FNV_PRIME"
     int ctz "SG_CTZ"(uint64_t x) noexcept nogil
+    void release_fence "SG_RELEASE"() noexcept nogil
 
 # For the test that these equal flat.py's.
 LAYOUT = dict(
@@ -86,7 +88,8 @@ cdef inline int64_t* store_array(list store, int i, int64_t* size) except? NULL:
 
 cdef Store store_of(list store) except *:
     cdef Store st
-    cdef int64_t n_meta, n_next
+    cdef int64_t n_meta = 0, n_next = 0
+    memset(&st, 0, sizeof(Store))
     if len(store) != 8:
         raise ValueError("a store has 8 arrays")
     st.meta = store_array(store, 0, &n_meta)
@@ -1020,6 +1023,13 @@ cdef bint union_row(Store* st, Rows* r, int64_t m, const int64_t* targets, int64
     return True
 
 
+cdef inline void mark_expanded(Rows* r, int64_t sid) noexcept nogil:
+    """Publish a row: Python threads read the rows marked built without the automaton's
+    lock (the kernel runs without the GIL), so the row's stores come first."""
+    release_fence()
+    r.expanded[sid] = True
+
+
 cdef void expand(const IR* g, Store* st, Rows* r, int64_t sid, int64_t max_items, int64_t max_nesting) noexcept nogil:
     """Build the table row of state `sid`: per byte, the union of what its items reach.
     Items are grouped by target first (the characters of a string body all resume the
@@ -1053,7 +1063,7 @@ cdef void expand(const IR* g, Store* st, Rows* r, int64_t sid, int64_t max_items
                     return
                 st.items[ITEM_COLS * first_item[0] + ITEM_TARGET_STATE] = state
         write_single_row(r, sid, state, bits if m == 1 else NULL)
-        r.expanded[sid] = True
+        mark_expanded(r, sid)
         free(work)
         return
     if not union_row(st, r, m, targets, single_state, first_item, bits, row, max_items):
@@ -1066,7 +1076,7 @@ cdef void expand(const IR* g, Store* st, Rows* r, int64_t sid, int64_t max_items
     for byte in range(256):
         if row[byte] == sid:
             r.loops[4 * sid + (byte >> 6)] |= (<uint64_t>1) << (byte & 63)
-    r.expanded[sid] = True
+    mark_expanded(r, sid)
 
 
 cdef void expand_rows(const IR* g, Store* st, Rows* r, const int64_t* sids, int64_t n, int64_t max_items,
