@@ -4,6 +4,8 @@ The grammar automaton's kernels are Cython (structgen/automata/*.pyx), compiled 
 extensions when the package is built (`pip install .`, `pip install -e .`, a wheel).
 """
 
+import sys
+
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -16,7 +18,7 @@ extensions = [
         [f"structgen/automata/{name}.pyx"],
         include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["-O3"],
+        extra_compile_args=["/O2"] if sys.platform == "win32" else ["-O3"],
     )
     for name in KERNELS
 ]

@@ -166,6 +166,27 @@ def test_flat_free_bytes_of_a_key_and_its_masks(smollm2_vocab, smollm2_tokenizer
     assert_masks_match_oracle(grammar, visited, smollm2_vocab)
 
 
+def test_flat_accepting_state_has_no_free_bytes_of_its_own(smollm2_vocab):
+    """ACCEPT is item 0, whose row's leaf is -1 like a free-bytes marker's (of bitsets
+    row 0): a state that accepts declares no free bytes for it. (numba's `_free_entry`
+    took ACCEPT for a marker: wherever the IR had free bytes somewhere -- in any process
+    once its warm-up had shared a key's trie -- an accepting state claimed the bytes of
+    bitsets row 0 as free, a mask of tokens allowed unwalked once their slice was built.)"""
+    from structgen.grammar.string_except import StringExcept
+
+    node = ir.seq(ir.lit('{"'), StringExcept(["name"]), ir.lit('": '), ir.alt(ir.lit("1}"), ir.seq(
+        ir.lit("2"), ir.rep(ir.byte_range(0x30, 0x39), 0, None))))
+    flat_dfa, python = FlatDFA(LazyNFA(node)), LazyDFA(LazyNFA(node))
+    assert flat_dfa.flat.has_free and flat_dfa.flat.arrays[6][0].any()
+    for text in (b'{"x": 1}', b'{"x": 23'):  # ACCEPT alone (no loop), ACCEPT and the digits' loop
+        sid = flat_dfa.walk(flat_dfa.start, text)
+        assert flat_dfa.accepting[sid] and flat_dfa.items_of(sid)[0] == flat.ACCEPT, text
+        assert flat_dfa.free_bytes(sid) is None, text
+        assert python.free_bytes(python.walk(python.start, text)) is None, text
+        grammar = CompiledGrammar("test", "", flat_dfa, smollm2_vocab)
+        assert_masks_match_oracle(grammar, [sid], smollm2_vocab)
+
+
 def test_flat_walk_steps_through_unbuilt_rows(smollm2_vocab):
     """`FlatDFA.walk` follows bytes through states whose rows are not built (the path
     of a token allowed unwalked) without building them, and ends where a walk over

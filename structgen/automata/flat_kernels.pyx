@@ -27,8 +27,19 @@ cdef extern from *:
     #define SG_MIX_3 0x94D049BB133111EBULL
     #define SG_FNV_BASIS 14695981039346656037ULL
     #define SG_FNV_PRIME 1099511628211ULL
-    #define SG_CTZ(x) __builtin_ctzll(x)
-    #define SG_RELEASE() __atomic_thread_fence(__ATOMIC_RELEASE)
+    #if defined(_MSC_VER)
+      #include <intrin.h>
+      static __inline int sg_ctz(unsigned __int64 x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
+      #define SG_CTZ(x) sg_ctz(x)
+      #if defined(_M_ARM64)
+        #define SG_RELEASE() __dmb(_ARM64_BARRIER_ISH)
+      #else
+        #define SG_RELEASE() _ReadWriteBarrier()
+      #endif
+    #else
+      #define SG_CTZ(x) __builtin_ctzll(x)
+      #define SG_RELEASE() __atomic_thread_fence(__ATOMIC_RELEASE)
+    #endif
     """
     const uint64_t MIX_1 "SG_MIX_1"
     const uint64_t MIX_2 "SG_MIX_2"
@@ -1174,12 +1185,15 @@ cdef void known_loops(const IR* g, Store* st, Rows* r, int64_t sid, int64_t max_
 
 cdef bint free_bits(const IR* g, const Store* st, const Rows* r, int64_t sid, uint64_t* free) noexcept nogil:
     """The free bytes of state `sid` in `free` (4 words): the union of its markers' byte
-    sets; returns whether any of them is not one of the state's loops."""
+    sets; returns whether any of them is not one of the state's loops. (ACCEPT is no
+    marker, though its row's leaf is -1 as a marker's is.)"""
     cdef int64_t n_items, i, leaf, w
     cdef const int64_t* items = set_items(st, st.state_set[sid], &n_items)
     cdef bint beyond_loops = False
     memset(free, 0, 4 * 8)
     for i in range(n_items):
+        if items[i] == ACCEPT:
+            continue
         leaf = st.items[ITEM_COLS * items[i]]
         if leaf < 0:
             for w in range(4):

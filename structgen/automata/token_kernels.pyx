@@ -26,7 +26,16 @@ cnp.import_array()
 
 cdef extern from *:
     """
-    #define SG_POPCOUNT(x) __builtin_popcount(x)
+    #if defined(_MSC_VER)
+      static __inline int sg_popcount(unsigned int x) {
+          x = x - ((x >> 1) & 0x55555555u);
+          x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+          return (int)((((x + (x >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24);
+      }
+      #define SG_POPCOUNT(x) sg_popcount(x)
+    #else
+      #define SG_POPCOUNT(x) __builtin_popcount(x)
+    #endif
     """
     int popcount32 "SG_POPCOUNT"(uint32_t x) noexcept nogil
 
