@@ -8,9 +8,9 @@ continuation (a chain of frames: the rest of a Concat, its last item, the next
 iteration of a Repeat, the next state of a Graph), `Ref`s are entered with the
 continuation they were reached with (a pushdown automaton), and a DFA state is a set of
 items. Only the representation differs: nodes, frames, items and item sets are
-integers in arrays and typed dicts, so building a row -- the closures of what each
-byte leads to, their unions, interning them as states -- runs as machine code instead
-of as Python objects (a first visit of a grammar state builds ~10 rows, ~100 us each in
+integers in arrays (a hash table among them), so building a row -- the closures of what
+each byte leads to, their unions, interning them as states -- runs as machine code
+instead of as Python objects (a first visit of a grammar state builds ~10 rows, ~100 us each in
 Python: most of the time of the slowest mask steps).
 
 `Members` (objects in any order) are entered like a Graph whose state -- the mask of
