@@ -90,6 +90,8 @@ def _build(
     timeout_s: float,
 ) -> CompiledGrammar:
     kernels.require()  # one clear error where the compiled kernels are not built
+    if _flat_automaton():
+        token_trie(vocab).body_exits()  # the vocabulary's tables, made once, outside the budget
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
     node = make_ir(deadline)
