@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from structgen.automata.dfa import DEAD, LazyDFA
 from structgen.automata import kernels
+from structgen.automata.dfa import DEAD, LazyDFA
 from structgen.automata.flat import FlatDFA
 from structgen.automata.nfa import LazyNFA
 from structgen.grammar import ir
