@@ -4,7 +4,8 @@ Owns the before/after measurement of a change to the grammar layer. Whole MaskBe
 on these shared machines move by 15-100% between runs (the same code's TBM p50 moved
 5.2 -> 7.1 us from one run to the next), far more than most changes do. Here both
 versions are imported side by side into one process -- each git revision exported into
-a temporary folder as its own package (`sg_base`, `sg_new`) -- and every schema is
+a temporary folder as its own package (`sg_base`, `sg_new`), its Cython kernels built
+there -- and every schema is
 compiled cold and walked by each version in turn, the order alternating per schema, so
 that a slow minute of the machine falls on both. Token times are read from the thread's
 CPU clock, which time spent descheduled does not advance.
@@ -44,21 +45,46 @@ DATA = REPO.parent / "shared" / "data" / "maskbench-dev"
 VERSIONS = ("base", "new")
 
 
+SOURCES = (".py", ".pyx", ".pxd")  # what a version's package is made of (.pyx: compiled kernels)
+
+
 def export(rev: str | None, name: str, into: Path) -> None:
     """The `structgen` package of git revision `rev` (None: the working tree) as package
-    `name` under `into`, its own imports renamed."""
+    `name` under `into`, its own imports renamed and its kernels built."""
     target = into / name
     if rev is None:
-        files = {p.relative_to(REPO / "structgen"): p.read_bytes() for p in (REPO / "structgen").rglob("*.py")}
+        files = {p.relative_to(REPO / "structgen"): p.read_bytes() for p in (REPO / "structgen").rglob("*")
+                 if p.suffix in SOURCES}
     else:
         tar = subprocess.run(["git", "archive", rev, "structgen"], cwd=REPO, capture_output=True, check=True).stdout
         with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
             files = {Path(m.name).relative_to("structgen"): archive.extractfile(m).read()
-                     for m in archive.getmembers() if m.isfile() and m.name.endswith(".py")}
+                     for m in archive.getmembers() if m.isfile() and m.name.endswith(SOURCES)}
     for rel, data in files.items():
         text = re.sub(r"\bstructgen(?=[.\s])", name, data.decode())
         (target / rel).parent.mkdir(parents=True, exist_ok=True)
         (target / rel).write_text(text)
+    build_kernels(target)
+
+
+# Builds the extensions named on its command line as setup.py does (run in the folder
+# that holds the package).
+_BUILD = """
+import sys, numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+modules, sys.argv[1:] = sys.argv[1:], ["build_ext", "--inplace"]
+setup(script_args=sys.argv[1:], ext_modules=cythonize(
+    [Extension(m, [m.replace(".", "/") + ".pyx"], include_dirs=[numpy.get_include()], extra_compile_args=["-O3"])
+     for m in modules], include_path=["."], quiet=True))
+"""
+
+
+def build_kernels(package: Path) -> None:
+    """Compile the Cython kernels (.pyx) of an exported package in place, if it has any."""
+    modules = [".".join(p.relative_to(package.parent).with_suffix("").parts) for p in sorted(package.rglob("*.pyx"))]
+    if modules:
+        subprocess.run([sys.executable, "-c", _BUILD, *modules], cwd=package.parent, check=True, capture_output=True)
 
 
 def load_instances(tokenizer, count: int, seed: int) -> list[tuple[dict, list[list[int]]]]:

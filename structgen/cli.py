@@ -494,11 +494,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(runner, model_name=args.served_model_name, api_key=args.api_key,
                      max_body_bytes=args.max_body_bytes,
                      disable_additional_properties=not args.allow_additional_properties)
-    # The grammar layer's token trie of this vocabulary and its compiled walk, built now
+    # The grammar layer's token trie of this vocabulary and its string tables, built now
     # rather than inside the first constrained request.
     with startup.phase("building the vocabulary's token trie"):
         token_trie(engine.vocab)
-    with startup.phase("loading the grammar kernels (a first constrained mask)"):
+    with startup.phase("a first constrained mask"):
         compile_choice(["ready"], engine.vocab).matcher().allowed_token_ids()
     if args.grammar_cache_bytes is not None:
         set_cache_bytes(args.grammar_cache_bytes)

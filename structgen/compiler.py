@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any, Callable, Sequence
 
 from structgen import background, compile_workers
+from structgen.automata import kernels
 from structgen.automata.dfa import LazyDFA
 from structgen.automata.example import covering_example
 from structgen.automata.flat import FlatDFA, FlatIR, FlatUnsupported
@@ -29,8 +30,6 @@ from structgen.automata.nfa import LazyNFA
 from structgen.automata.tokens import token_trie
 from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError
 from structgen.grammar import ir
-from structgen.grammar.charset import ANY_CHAR, json_body_ir, json_char_ir
-from structgen.grammar.string_except import StringExcept
 from structgen.matcher import CompiledGrammar
 
 DEFAULT_MAX_STATES = 50_000_000  # IR positions a grammar may expand to (built lazily)
@@ -179,8 +178,9 @@ def _build(
     max_dfa_states: int,
     timeout_s: float,
 ) -> CompiledGrammar:
+    kernels.require()  # one clear error where the compiled kernels are not built
     if _flat_automaton():
-        _load_flat_code(vocab)  # machine code built (or loaded) once, outside the budget
+        token_trie(vocab).body_exits()  # the vocabulary's tables, made once, outside the budget
     with background.busy():
         return _built(kind, source, make_ir, vocab, max_states, max_dfa_states, timeout_s)
 
@@ -206,37 +206,9 @@ def _flat_automaton() -> bool:
     return os.environ.get("STRUCTGEN_AUTOMATON", "flat") != "python"
 
 
-_flat_code_loaded: set[str] = set()
-
-
-def _load_flat_code(vocab) -> None:
-    """Run the compiled automaton once on a small grammar, so that numba builds its
-    machine code (~1 min on a fresh machine, then read from its cache in ~2 s) before a
-    compile budget or a first mask is timed. Once per vocabulary (its token walk)."""
-    if vocab.fingerprint in _flat_code_loaded:
-        return
-    text = json_char_ir(ANY_CHAR)  # a character of a JSON string
-    counted = ir.rep(text, 0, 20)
-    counted.twin = ir.Repeat(text, 0, None)  # (too short for a zone: masks look for a twin, find none)
-    nfa = LazyNFA(ir.seq(ir.lit('{"'), StringExcept(["a"]), ir.lit('": '), ir.rep(ir.byte_range(0x30, 0x39), 1, None),
-                         ir.lit(', "b": "'), counted, ir.lit('", "c": "'), ir.rep(text),
-                         ir.lit('", "d": "'), json_body_ir(), ir.lit('"}')))
-    dfa = FlatDFA(nfa)
-    dfa.expand(dfa.start)  # a row built from Python
-    grammar = CompiledGrammar("warm-up", "", FlatDFA(nfa), vocab)
-    grammar.tokens_of(grammar.dfa.start)  # rows built inside the token walk
-    grammar.tokens_of(grammar.dfa.walk(grammar.dfa.start, b'{"'))  # a key's free bytes
-    grammar.dfa.free_bytes(grammar.dfa.walk(grammar.dfa.start, b'{"'))  # ... asked from Python
-    # a counted run, a loop (with their slice), a string body (with its vocabulary's tables)
-    for prefix in (b'{"k": 1, "b": "', b'{"k": 1, "b": "x', b'{"k": 1, "b": "", "c": "',
-                   b'{"k": 1, "b": "", "c": "", "d": "'):
-        grammar.tokens_of(grammar.dfa.walk(grammar.dfa.start, prefix))
-    _flat_code_loaded.add(vocab.fingerprint)
-
-
 def _automaton(made: Front, max_dfa_states: int):
     """The lazy DFA of a grammar: the compiled one (`flat.FlatDFA`: rows built in
-    numba) where it takes the grammar, else (huge IRs, objects in any order of
+    compiled code) where it takes the grammar, else (huge IRs, objects in any order of
     over ~60 properties with a count bound past 2^24, or STRUCTGEN_AUTOMATON=python)
     the Python one (`dfa.LazyDFA`)."""
     if made.flat is not None:

@@ -68,3 +68,9 @@ class GrammarError(StructgenError):
         self.detail = message
         where = f" (line {line}, column {column})" if line is not None else ""
         super().__init__(f"{message}{where}")
+
+
+class KernelsNotBuiltError(StructgenError):
+    """The compiled automaton kernels (a C extension built at install time) cannot be
+    imported: an installation problem, not the input's, raised at the first compile so
+    that it is the one error a broken install gives (see automata/kernels.py)."""

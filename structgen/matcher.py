@@ -270,7 +270,7 @@ class Matcher:
         else:  # allowed without a walk (tokens.StateTokens.rows_built): follow its path,
             # through the table while its rows are built (no row changes once built), the
             # bytes a state without a row is known to loop on (a string's body: see
-            # flat._known_loops) and the closing quote of a string this state is in; from
+            # flat_kernels.known_loops) and the closing quote of a string this state is in; from
             # where none of these holds, in one compiled call. (`expanded` is read first:
             # a table grown since holds every row it marks.)
             built = grammar.dfa.expanded

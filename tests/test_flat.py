@@ -166,6 +166,27 @@ def test_flat_free_bytes_of_a_key_and_its_masks(smollm2_vocab, smollm2_tokenizer
     assert_masks_match_oracle(grammar, visited, smollm2_vocab)
 
 
+def test_flat_accepting_state_has_no_free_bytes_of_its_own(smollm2_vocab):
+    """ACCEPT is item 0, whose row's leaf is -1 like a free-bytes marker's (of bitsets
+    row 0): a state that accepts declares no free bytes for it. (numba's `_free_entry`
+    took ACCEPT for a marker: wherever the IR had free bytes somewhere -- in any process
+    once its warm-up had shared a key's trie -- an accepting state claimed the bytes of
+    bitsets row 0 as free, a mask of tokens allowed unwalked once their slice was built.)"""
+    from structgen.grammar.string_except import StringExcept
+
+    node = ir.seq(ir.lit('{"'), StringExcept(["name"]), ir.lit('": '), ir.alt(ir.lit("1}"), ir.seq(
+        ir.lit("2"), ir.rep(ir.byte_range(0x30, 0x39), 0, None))))
+    flat_dfa, python = FlatDFA(LazyNFA(node)), LazyDFA(LazyNFA(node))
+    assert flat_dfa.flat.has_free and flat_dfa.flat.arrays[6][0].any()
+    for text in (b'{"x": 1}', b'{"x": 23'):  # ACCEPT alone (no loop), ACCEPT and the digits' loop
+        sid = flat_dfa.walk(flat_dfa.start, text)
+        assert flat_dfa.accepting[sid] and flat_dfa.items_of(sid)[0] == flat.ACCEPT, text
+        assert flat_dfa.free_bytes(sid) is None, text
+        assert python.free_bytes(python.walk(python.start, text)) is None, text
+        grammar = CompiledGrammar("test", "", flat_dfa, smollm2_vocab)
+        assert_masks_match_oracle(grammar, [sid], smollm2_vocab)
+
+
 def test_flat_walk_steps_through_unbuilt_rows(smollm2_vocab):
     """`FlatDFA.walk` follows bytes through states whose rows are not built (the path
     of a token allowed unwalked) without building them, and ends where a walk over
@@ -260,56 +281,6 @@ def test_flat_walk_runs_again_when_its_states_fill_the_table(monkeypatch, smollm
     _same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=12)
 
 
-def test_flat_compiles_no_machine_code_after_the_warm_up(smollm2_vocab, smollm2_tokenizer):
-    """The compile's warm-up runs every compiled entry point a decode uses, with the
-    argument types it uses: walking a new grammar (masks, tokens, forced bytes as
-    bytes or bytearray, free bytes inside a key) compiles nothing mid-decode."""
-    from structgen.automata import tokens
-
-    structgen.clear_cache()
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "n": {"type": "integer"}}}
-    structgen.compile_json_schema({"type": "object"}, smollm2_vocab)  # the warm-up of the compiled code
-    dispatchers = [f for module in (flat, tokens) for f in vars(module).values() if hasattr(f, "signatures")]
-    signatures = {f: len(f.signatures) for f in dispatchers}
-
-    grammar = structgen.compile_json_schema(schema, smollm2_vocab)
-    assert isinstance(grammar.dfa, FlatDFA)
-    text = '{"name": "x y", "n": -12, "nick": "a\\u00e9"}'
-    matcher, mask = grammar.matcher(), structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
-    for token in smollm2_tokenizer.encode(text[:20], add_special_tokens=False):
-        matcher.fill_bitmask(mask, 0)
-        assert matcher.accept_token(token)
-    assert matcher.accept_bytes(bytearray(text[20:30].encode())) and matcher.accept_bytes(text[30:].encode())
-    assert matcher.is_accepting()
-    dfa = grammar.dfa
-    assert dfa.free_bytes(dfa.walk(dfa.start, b'{"na')) is not None  # a prefix of a declared name
-    assert {f: len(f.signatures) for f in dispatchers} == signatures
-
-
-def test_the_code_warm_up_loads_every_compiled_entry_of_a_mask():
-    """The warm-up of a fresh process (`compiler._load_flat_code`, before any compile is
-    timed) runs each compiled entry point a mask or a step may call -- the plain walk,
-    the walk building rows, the sliced walk of a loop or a key's free bytes, a counted
-    run, rows and steps from Python -- so none is loaded or compiled mid-decode. In a
-    subprocess: this one has run them all already."""
-    import subprocess
-    import sys
-
-    script = (
-        "from structgen.default_model import load_default_tokenizer\n"
-        "from structgen.vocab import Vocabulary\n"
-        "from structgen.compiler import _load_flat_code\n"
-        "from structgen.automata import flat, tokens\n"
-        "_load_flat_code(Vocabulary.from_tokenizer(load_default_tokenizer()))\n"
-        "entries = {'tokens.' + n: getattr(tokens, n) for n in ('_plain_tokens', '_walk_building', '_sliced_tokens')}\n"
-        "entries.update({'flat.' + n: getattr(flat, n) for n in ('_expand_entry', '_walk_entry')})\n"
-        "print(sorted(name for name, f in entries.items() if not f.signatures))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
-
-
 def test_flat_any_order_with_a_wide_mask(smollm2_vocab):
     """An object of 130 properties in any order (three words of mask, interned): every
     order of the members is accepted, a repeat or a missing required one is not, and
@@ -360,27 +331,10 @@ def test_flat_refuses_states_past_the_item_bound(monkeypatch):
         dfa.expand(dfa.start)  # what "s" leads to holds five
 
 
-def test_flat_token_walk_cache_follows_the_row_builder():
-    """numba caches the machine code of tokens._walk_building (and _plain_tokens,
-    _sliced_tokens), flat.py's row builder linked in, under its own bytecode and
-    closure: the closure holds a stamp of flat.py, so an edit of flat.py does not leave
-    the walk building rows with the old code."""
-    from structgen.automata import tokens
-    for compiled in (tokens._walk_building, tokens._plain_tokens, tokens._sliced_tokens):
-        cells = [cell.cell_contents for cell in compiled.py_func.__closure__]
-        assert flat.CODE_STAMP in cells
-        # numba keys the cache by the pickled cells: a compiled function in one (its
-        # pickle differs per process) made every process compile the walk again
-        assert all(type(cell) is int for cell in cells), cells
-    import hashlib
-    assert flat.CODE_STAMP == int.from_bytes(hashlib.sha256(open(flat.__file__, "rb").read()).digest()[:7], "big")
-
-
 def test_a_dropped_automaton_leaves_no_reference_to_its_arrays(smollm2_vocab):
     """Once a grammar is dropped, nothing holds its automaton's arrays -- neither those
     in use nor those its store replaced as it grew. The store grows by failing a
-    compiled call and running it again; numba would keep a reference to every array
-    passed down if that failure were an exception."""
+    compiled call and running it again: the kernels keep no array past a call."""
     import gc
     import weakref
 
@@ -420,3 +374,41 @@ def test_flat_masks_are_right_when_every_call_runs_out_of_room(monkeypatch, smol
     python, compiled = _both(monkeypatch, lambda: structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0))
     _same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=50)
     assert compiled.dfa._store[flat.S_HASH].shape[0] > 8 and compiled.dfa._store[flat.S_FRAMES].shape[0] > 4
+
+
+def test_the_kernels_layout_constants_are_the_python_modules():
+    """The compiled kernels index the arrays with their own copies of the layout
+    constants (flat_kernels.pxd, token_kernels.pyx): each equals flat.py's or tokens.py's."""
+    from structgen.automata import flat_kernels, token_kernels, tokens
+
+    assert {k: getattr(flat, k) for k in flat_kernels.LAYOUT} == flat_kernels.LAYOUT
+    assert {k: getattr(tokens, k) for k in token_kernels.LAYOUT} == token_kernels.LAYOUT
+
+
+def test_unbuilt_kernels_give_one_clear_error_at_the_first_compile(tmp_path):
+    """Where the extensions cannot be imported (a checkout never built), `import
+    structgen` works and the first compile raises KernelsNotBuiltError, a
+    StructgenError that says how to build them; nothing falls back to the Python
+    automaton, which needs the token kernels too. In a subprocess: this one has them."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "sys.modules['structgen.automata.flat_kernels'] = None  # (an import of it fails)\n"
+        "import structgen\n"
+        "from structgen.errors import KernelsNotBuiltError, StructgenError\n"
+        "vocab = structgen.Vocabulary.default()\n"
+        "for automaton in ('flat', 'python'):\n"
+        "    import os; os.environ['STRUCTGEN_AUTOMATON'] = automaton\n"
+        "    try:\n"
+        "        structgen.compile_regex('[a-z]+', vocab)\n"
+        "    except KernelsNotBuiltError as error:\n"
+        "        assert isinstance(error, StructgenError)\n"
+        "        print(automaton, error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines] == ["flat", "python"], done.stdout
+    assert all("pip install -e ." in line for line in lines), done.stdout

@@ -35,7 +35,7 @@ class TableDFA:
     """The dense table of a lazily built DFA and what is read from it: `table[s]` is
     state s's row once `expanded[s]`, `loops[s]` the bytes that lead back to s (4 x
     u64; before the row is built, those a walk has found so far, see
-    `flat._walk_entry`), `accepting[s]`; walks, exits and forced bytes. A subclass builds the rows
+    `flat_kernels.walk_entry`), `accepting[s]`; walks, exits and forced bytes. A subclass builds the rows
     (`expand`) and counts its states."""
 
     def __init__(self, max_states: int, initial_states: int = 64):

@@ -6,7 +6,7 @@ packed int32 bitmask rows. Must not know about the engine; knows vocabularies on
 through `token_bytes`, `special_ids`, `eos_token_ids` and `vocab_size`.
 
 The walk is the first-visit cost of every grammar state, so it runs as machine code
-(numba): a depth-first walk of the trie in which a token is allowed when the DFA
+(token_kernels.pyx, a C extension built when the package is installed): a depth-first walk of the trie in which a token is allowed when the DFA
 survives all its bytes. These keep it short:
   * a trie node is visited once however many tokens share its prefix, and a dead
     transition prunes the whole subtree below it;
@@ -31,7 +31,7 @@ survives all its bytes. These keep it short:
     declared key against the free rest of an undeclared one, where the names are not
     all ASCII) copies that state's mask and walks only the subtrees of those first
     bytes (`near_state`).
-  * a state inside a JSON string without bounds (`flat._body_exit` recognizes it from
+  * a state inside a JSON string without bounds (`flat_kernels.body_exit` recognizes it from
     its items) allows what every such state allows -- the tokens that stay inside the
     string or end with its closing quote, found once per vocabulary -- and the tokens
     that close the string and go on, walked from the state after the quote through a
@@ -41,9 +41,9 @@ The DFA is lazy: the walk stops at states whose rows are not built yet and hands
 back; they are expanded in Python and the walk resumes from where it stopped. Over a
 compiled automaton (`flat.FlatDFA`) the walk builds those rows itself and goes on, and
 a plain state (none of the shortcuts above applies: most states) is done whole in one
-compiled call, its own row included (`_plain_tokens`): the Python steps around a walk
+compiled call, its own row included (`token_kernels.plain_tokens`): the Python steps around a walk
 cost as much as the walk of a state that allows few tokens. A state that loops or has
-free bytes takes one more call, once its slice is looked up (`_sliced_tokens`).
+free bytes takes one more call, once its slice is looked up (`token_kernels.sliced_tokens`).
 """
 
 from __future__ import annotations
@@ -51,12 +51,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
+from structgen.automata import kernels
 from structgen.automata.dfa import DEAD, LazyDFA
-from structgen.automata.flat import (CODE_STAMP, M_FAILED, FlatDFA, _bit_count, _body_exit, _free_entry, _ir_tuple,
-                                     _known_loops, _rows_borrowed, _store_tuple, _twin_of, expand_rows)
+from structgen.automata.flat import FlatDFA
 from structgen.automata.nfa import LazyNFA
 from structgen.grammar import ir
 from structgen.grammar.charset import json_body_ir
@@ -86,7 +85,6 @@ class TokenTrie:
 
     def __init__(self, tokens: list[tuple[bytes, int]], vocab_size: int, eos_ids):
         tokens = sorted(tokens)
-        # (a copy: writable, as every other trie's bytes, so that numba compiles one version)
         token_bytes = np.frombuffer(b"".join(data for data, _ in tokens), dtype=np.uint8).copy()
         token_end = np.cumsum([len(data) for data, _ in tokens], dtype=np.int64)
         token_ids = np.asarray([tid for _, tid in tokens], dtype=np.int32)
@@ -103,7 +101,8 @@ class TokenTrie:
 
     def _build(self, token_bytes: np.ndarray, token_end: np.ndarray, token_ids: np.ndarray, vocab_size: int,
                eos_ids) -> None:
-        parent_arr, byte_arr, node_of_token = _trie_nodes(token_bytes, token_end)
+        kernels.require()
+        parent_arr, byte_arr, node_of_token = kernels.token_kernels.trie_nodes(token_bytes, token_end)
         n_nodes = parent_arr.size
         self.token_ids = token_ids
         self.token_start = np.searchsorted(node_of_token, np.arange(n_nodes + 1)).astype(np.int32)
@@ -112,7 +111,7 @@ class TokenTrie:
         self.edge_start = np.searchsorted(parent_arr[children], np.arange(n_nodes + 1)).astype(np.int32)
         self.edge_child = children.astype(np.int32)
         self.edge_byte = byte_arr[children]
-        self.subtree_end, self.below = _subtree_facts(parent_arr, byte_arr)
+        self.subtree_end, self.below = kernels.token_kernels.subtree_facts(parent_arr, byte_arr)
         self.root_child = np.full(256, -1, dtype=np.int64)  # the node of each first byte
         first = slice(self.edge_start[0], self.edge_start[1])
         self.root_child[self.edge_byte[first]] = self.edge_child[first]
@@ -136,7 +135,7 @@ class TokenTrie:
         cutting starting afresh at each offset in `restarts` (sorted): the offsets a
         tokenizer most likely ends a token at, that is, the states a decode visits."""
         codes = np.frombuffer(bytes(data), dtype=np.uint8)
-        return _greedy_starts(self.edge_start, self.edge_byte, self.edge_child, self.token_start, codes,
+        return kernels.token_kernels.greedy_starts(self.edge_start, self.edge_byte, self.edge_child, self.token_start, codes,
                               np.asarray(restarts, dtype=np.int64)).tolist()
 
     @classmethod
@@ -161,7 +160,7 @@ class TokenTrie:
             seen = self._sightings[key] = self._sightings.get(key, 0) + 1
             if seen < LOOP_SLICE_SIGHTINGS or self._built >= LOOP_SLICE_MAX_BUILT:
                 return None  # without a slice the walk covers the whole trie: slower, same mask
-            inside = _made_of(self._token_bytes, self._token_end, loops)
+            inside = kernels.token_kernels.made_of(self._token_bytes, self._token_end, loops)
             count = int(inside.sum())
             got = None
             rest_count = inside.size - count
@@ -243,7 +242,7 @@ class LoopSlice:
         got = self._up_to.get(n)
         if got is None:
             got = np.zeros_like(self.words)
-            _allow(got, self.ids_by_length, 0, self.length_start[n + 1])
+            kernels.token_kernels.allow(got, self.ids_by_length, 0, self.length_start[n + 1])
             self._up_to[n] = got
         return got
 
@@ -251,7 +250,7 @@ class LoopSlice:
 @dataclass(frozen=True)
 class BodyExits:
     """For one vocabulary, what each token does from inside a JSON string without
-    bounds (the body `json_body_ir`, in a state `flat._body_exit` recognizes): `words`
+    bounds (the body `json_body_ir`, in a state `flat_kernels.body_exit` recognizes): `words`
     (`count` of them) are the tokens that stay inside or end with the closing quote --
     allowed in every such string; `rests` is a trie of the tokens that close the string
     and go on, each under the bytes it has after that quote. Such a state's mask is
@@ -291,105 +290,8 @@ def _body_exits(trie: TokenTrie) -> BodyExits | None:
     return BodyExits(words=words, count=inside.num_allowed, rests=TokenTrie(rests, trie.vocab_size, ()))
 
 
-@numba.njit(nogil=True, cache=True)
-def _made_of(token_bytes, token_end, loops):
-    """Per token: whether every one of its bytes is in the 256-bit set `loops`."""
-    inside = np.ones(token_end.size, dtype=np.bool_)
-    start = 0
-    for t in range(token_end.size):
-        for i in range(start, token_end[t]):
-            b = token_bytes[i]
-            if not (loops[b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
-                inside[t] = False
-                break
-        start = token_end[t]
-    return inside
-
-
-@numba.njit(nogil=True, cache=True)
-def _trie_nodes(token_bytes, token_end):
-    """The nodes of the trie of tokens sorted by their bytes (token t is
-    token_bytes[token_end[t - 1]:token_end[t]]), in depth-first preorder: each node's
-    parent and the byte on its edge (node 0 is the root), and each token's node. A
-    token shares the nodes of the prefix it has in common with the one before it."""
-    n_tokens = token_end.size
-    longest = 0
-    for t in range(n_tokens):
-        longest = max(longest, token_end[t] - (token_end[t - 1] if t else 0))
-    total = token_end[n_tokens - 1] if n_tokens else 0
-    parent = np.empty(total + 1, dtype=np.int64)
-    byte = np.zeros(total + 1, dtype=np.uint8)
-    node_of_token = np.empty(n_tokens, dtype=np.int64)
-    path = np.zeros(longest + 1, dtype=np.int64)  # path[d]: the node of the current token's first d bytes
-    parent[0] = -1
-    n_nodes = 1
-    previous, previous_length = 0, 0
-    for t in range(n_tokens):
-        start = token_end[t - 1] if t else 0
-        length = token_end[t] - start
-        common = 0
-        while common < min(length, previous_length) and token_bytes[start + common] == token_bytes[previous + common]:
-            common += 1
-        for d in range(common, length):
-            parent[n_nodes] = path[d]
-            byte[n_nodes] = token_bytes[start + d]
-            path[d + 1] = n_nodes
-            n_nodes += 1
-        node_of_token[t] = path[length]
-        previous, previous_length = start, length
-    return parent[:n_nodes], byte[:n_nodes], node_of_token
-
-
-@numba.njit(nogil=True, cache=True)
-def _subtree_facts(parent, byte):
-    """Per node: one past its last descendant (preorder), and the set of bytes on the
-    edges below it as 4 x 64 bits."""
-    n = parent.size
-    end = np.arange(1, n + 1).astype(np.int32)
-    below = np.zeros((n, 4), dtype=np.uint64)
-    for node in range(n - 1, 0, -1):  # children come after their parent in preorder
-        p = parent[node]
-        end[p] = max(end[p], end[node])
-        b = byte[node]
-        below[p, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-        for w in range(4):
-            below[p, w] |= below[node, w]
-    return end, below
-
-
 _TRIES: dict[str, TokenTrie] = {}
 _TRIES_LOCK = threading.Lock()
-
-
-@numba.njit(nogil=True, cache=True)
-def _greedy_starts(edge_start, edge_byte, edge_child, token_start, codes, restarts):
-    """See `TokenTrie.token_starts`. A byte no token starts with counts as one."""
-    starts = np.empty(codes.size + 1, dtype=np.int64)
-    n = 0
-    pos = 0
-    r = 0  # the next restart past pos
-    while pos < codes.size:
-        starts[n] = pos
-        n += 1
-        node, longest, i = 0, 1, pos
-        while i < codes.size:
-            child = -1
-            for e in range(edge_start[node], edge_start[node + 1]):
-                if edge_byte[e] == codes[i]:
-                    child = edge_child[e]
-                    break
-            if child < 0:
-                break
-            node = child
-            i += 1
-            if token_start[node + 1] > token_start[node]:  # a token ends here
-                longest = i - pos
-        nxt = pos + longest
-        while r < restarts.size and restarts[r] <= pos:
-            r += 1
-        pos = restarts[r] if r < restarts.size and restarts[r] < nxt else nxt
-    starts[n] = codes.size
-    return starts[: n + 1].copy()
 
 
 def token_trie(vocab) -> TokenTrie:
@@ -399,107 +301,8 @@ def token_trie(vocab) -> TokenTrie:
         trie = _TRIES.get(key)
         if trie is None:
             trie = TokenTrie.of_vocabulary(vocab)
-            # Compile (or load from numba's cache) the kernels used later now, not inside
-            # the first state that needs one (a 0.2-0.3 s step on a fresh machine).
-            _deny(np.zeros(bitmask_words(trie.vocab_size), dtype=np.uint32), trie.token_ids,
-                  trie.token_start[0], trie.token_start[0])
-            _made_of(trie._token_bytes[:0], trie._token_end[:0], np.zeros(4, dtype=np.uint64))
-            _run(np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=bool), 0, np.zeros(1, dtype=np.int64), 0)
-            _dominant(np.zeros(256, dtype=np.int32))
-            trie.token_starts(b"", [])
             _TRIES[key] = trie
         return trie
-
-
-# Called from Python as well as from compiled code, with int32 or int64 bounds: one
-# declared signature, so that no new argument type compiles machine code mid-decode.
-_RANGE_SIGNATURE = "(uint32[::1], int32[::1], int64, int64)"
-
-
-@numba.njit("int64" + _RANGE_SIGNATURE, nogil=True, cache=True)
-def _allow(words, token_ids, lo, hi):
-    """Set the bits of the tokens `token_ids[lo:hi]` in `words`; returns how many."""
-    for r in range(lo, hi):
-        tid = token_ids[r]
-        words[tid >> 5] |= np.uint32(1) << np.uint32(tid & 31)
-    return hi - lo
-
-
-@numba.njit("void" + _RANGE_SIGNATURE, nogil=True, cache=True)
-def _deny(words, token_ids, lo, hi):
-    """Clear the bits of the tokens `token_ids[lo:hi]` in `words`."""
-    for r in range(lo, hi):
-        tid = token_ids[r]
-        words[tid >> 5] &= ~(np.uint32(1) << np.uint32(tid & 31))
-
-
-# The same loop inlined into the walk: a call to the declared-signature `_allow` counts
-# a reference up and down on each array it passes, at every allowed trie node.
-_allow_inline = numba.njit(nogil=True, cache=True, inline="always")(_allow.py_func)
-
-
-# Pairs `_walk` may leave to its caller: those blocked on a row not built yet, and,
-# once its stack or this many blocked pairs fill up, the rest of its stack.
-WALK_LEFT_MAX = 256
-
-
-@numba.njit(nogil=True, cache=True)
-def _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
-          start_nodes, start_states, words):
-    """Walk the trie from (node, DFA state) pairs whose node's own tokens are already
-    counted. Sets the bit of every allowed token in `words`; returns how many, and the
-    (node, state) pairs left to the caller: those it stopped at because their state's
-    row is not built yet, and, when its stack or the blocked pairs filled up, the rest
-    of its stack (the caller builds the rows it lacks and walks on from all of them).
-
-    No array is replaced inside the loop: growing a stack there made the compiled code
-    count a reference up and down at every push (an atomic add each: 14% of all the
-    reference counts of MaskBench's first visits)."""
-    capacity = start_nodes.size + 4096  # small: large blocks cost a page fault per call
-    stack_nodes = np.empty(capacity, dtype=np.int64)
-    stack_states = np.empty(capacity, dtype=np.int64)
-    blocked_nodes = np.empty(WALK_LEFT_MAX, dtype=np.int64)
-    blocked_states = np.empty(WALK_LEFT_MAX, dtype=np.int64)
-    top = 0
-    for i in range(start_nodes.size):
-        stack_nodes[top] = start_nodes[i]
-        stack_states[top] = start_states[i]
-        top += 1
-    n_blocked = 0
-    count = 0
-    # (a node pushes at most 256 children)
-    while top and top + 256 <= capacity and n_blocked < WALK_LEFT_MAX:
-        top -= 1
-        node = stack_nodes[top]
-        state = stack_states[top]
-        if not expanded[state]:
-            blocked_nodes[n_blocked] = node
-            blocked_states[n_blocked] = state
-            n_blocked += 1
-            continue
-        # Most states loop on no byte: skip the subtree test (a cache miss on `below`).
-        if loops[state, 0] | loops[state, 1] | loops[state, 2] | loops[state, 3]:
-            looping = True
-            for w in range(4):
-                if below[node, w] & ~loops[state, w]:
-                    looping = False
-                    break
-            if looping:  # every token below stays in `state`
-                count += _allow_inline(words, token_ids, token_start[node + 1], token_start[subtree_end[node]])
-                continue
-        for e in range(edge_start[node], edge_start[node + 1]):
-            nxt = table[state, edge_byte[e]]
-            if nxt < 0:
-                continue
-            child = edge_child[e]
-            count += _allow_inline(words, token_ids, token_start[child], token_start[child + 1])
-            if subtree_end[child] > child + 1:
-                stack_nodes[top] = child
-                stack_states[top] = nxt
-                top += 1
-    left_nodes = np.concatenate((blocked_nodes[:n_blocked], stack_nodes[:top]))
-    left_states = np.concatenate((blocked_states[:n_blocked], stack_states[:top]))
-    return count, left_nodes, left_states
 
 
 @dataclass(frozen=True)
@@ -516,7 +319,7 @@ class StateTokens:
     # the rows on their paths may not be built, so the matcher follows them by `dfa.walk`.
     rows_built: bool = True
     # For a state inside a JSON string body (`_body_flat`): the state after its closing
-    # quote. With the state's loops (`flat._known_loops`), the matcher follows a token
+    # quote. With the state's loops (`flat_kernels.known_loops`), the matcher follows a token
     # of the string, or one that closes it, without a row of the state.
     closed: int = DEAD
 
@@ -529,45 +332,10 @@ NEAR_MAX_BYTES = 12
 def dominant_target(dfa: LazyDFA, sid: int) -> tuple[int, int] | None:
     """(t, n): the state t that most of `sid`'s bytes lead to, and how many bytes do;
     None when few bytes leave `sid` (its plain walk is short anyway)."""
-    target, count, live = _dominant(dfa.table[sid])
+    target, count, live = kernels.token_kernels.dominant_of(dfa.table[sid])
     if live <= 2 * NEAR_MAX_BYTES:
         return None
     return int(target), int(count)
-
-
-@numba.njit(nogil=True, cache=True)
-def _dominant(row):
-    """(t, n, live): the state t most of the row's live bytes lead to (the smallest one
-    on a tie), how many do, and how many bytes are live. A row is a few runs of equal
-    targets, so the distinct targets are few; np.unique would sort all 256."""
-    values = np.empty(256, dtype=np.int64)
-    counts = np.zeros(256, dtype=np.int64)
-    distinct = live = 0
-    previous, slot = -1, -1
-    for b in range(256):
-        t = row[b]
-        if t < 0:
-            continue
-        live += 1
-        if t != previous:
-            slot = -1
-            for i in range(distinct):
-                if values[i] == t:
-                    slot = i
-                    break
-            if slot < 0:
-                slot = distinct
-                values[slot] = t
-                distinct += 1
-            previous = t
-        counts[slot] += 1
-    best = -1
-    for i in range(distinct):
-        if best < 0 or counts[i] > counts[best] or (counts[i] == counts[best] and values[i] < values[best]):
-            best = i
-    if best < 0:
-        return -1, 0, 0
-    return values[best], counts[best], live
 
 
 def near_state(dfa: LazyDFA, sid: int, dominant: tuple[int, int] | None, sibling: int | None = None) -> tuple[int, np.ndarray] | None:
@@ -598,7 +366,7 @@ def near_state(dfa: LazyDFA, sid: int, dominant: tuple[int, int] | None, sibling
 # A counted run needs this many bytes leading on together: a JSON string's characters,
 # or a pattern's class of letters and digits (`[0-9A-Za-z]{8}`, 62 bytes).
 RUN_MIN_BYTES = 16
-_RUN_BLOCKED, _RUN_BROKEN, _RUN_DEAD, _RUN_FULL = range(4)  # how `_run` ended
+_RUN_BLOCKED, _RUN_BROKEN, _RUN_DEAD, _RUN_FULL = range(4)  # how `token_kernels.run` ended
 
 
 def run_of(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant: tuple[int, int] | None) -> tuple[LoopSlice, int] | None:
@@ -619,30 +387,11 @@ def run_of(dfa: LazyDFA, trie: TokenTrie, sid: int, dominant: tuple[int, int] | 
         return None
     members = np.flatnonzero(members).astype(np.int64)
     while True:
-        length, stop, how = _run(dfa.table, dfa.expanded, sid, members, RUN_MAX)
+        length, stop, how = kernels.token_kernels.run(dfa.table, dfa.expanded, sid, members, RUN_MAX)
         if how != _RUN_BLOCKED:
             break
         dfa.expand(stop)
     return (piece, length) if how != _RUN_BROKEN else None
-
-
-@numba.njit(nogil=True, cache=True)
-def _run(table, expanded, start, members, limit):
-    """Follow the bytes `members` from `start` while they all lead to one live state:
-    (steps taken, state reached, how it ended: blocked on an unbuilt row, broken (the
-    bytes part ways), dead (they all leave the language) or full (`limit` steps))."""
-    state = start
-    for step in range(limit):
-        if not expanded[state]:
-            return step, state, _RUN_BLOCKED
-        nxt = table[state, members[0]]
-        for i in range(1, members.size):
-            if table[state, members[i]] != nxt:
-                return step, state, _RUN_BROKEN
-        if nxt < 0:
-            return step, state, _RUN_DEAD
-        state = nxt
-    return limit, state, _RUN_FULL
 
 
 def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblings: dict | None = None,
@@ -661,7 +410,7 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
     elif isinstance(dfa, FlatDFA):
         with dfa._lock:
             allowed, words, free, closed = dfa.run(
-                _plain_tokens, lambda: _plain_inputs(dfa, trie, twin_tokens is not None) + (sid,))
+                kernels.token_kernels.plain_tokens, lambda: _plain_inputs(dfa, trie, twin_tokens is not None) + (sid,))
     if isinstance(dfa, FlatDFA):
         if allowed >= 0:  # a plain state, done in one compiled call
             return StateTokens(words=words.view(np.int32), num_allowed=allowed)
@@ -698,7 +447,7 @@ def state_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, tokens_of=None, siblin
 
 def plain_tables(dfa: FlatDFA, trie: TokenTrie, sids: list[int]) -> list[StateTokens | tuple]:
     """`state_tokens` of many states at once (one compiled call for all,
-    `_plain_tokens_many`), for those that are plain; for the others, what that call
+    `token_kernels.plain_tokens_many`), for those that are plain; for the others, what that call
     found about them, (NOT_PLAIN_..., free bytes, aux), for `state_tokens(known=...)` to
     go on from. For work done ahead of decoding (`CompiledGrammar.warm`), where the
     Python steps around each state's call cost as much as its mask."""
@@ -709,14 +458,14 @@ def plain_tables(dfa: FlatDFA, trie: TokenTrie, sids: list[int]) -> list[StateTo
     aux = np.zeros(states.size, dtype=np.int64)
     done = np.zeros(1, dtype=np.int64)
     with dfa._lock:
-        dfa.run(_plain_tokens_many, lambda: _plain_inputs(dfa, trie, True) + (states, allowed, words, free, aux, done))
+        dfa.run(kernels.token_kernels.plain_tokens_many, lambda: _plain_inputs(dfa, trie, True) + (states, allowed, words, free, aux, done))
     masks = words.view(np.int32)
     return [StateTokens(words=masks[k], num_allowed=n) if n >= 0 else (n, free[k], int(aux[k]))
             for k, n in enumerate(allowed.tolist())]
 
 
 def _plain_inputs(dfa: FlatDFA, trie: TokenTrie, twins: bool) -> tuple:
-    """What `_plain_tokens` and `_plain_tokens_many` take after the IR and store arrays
+    """What `token_kernels.plain_tokens` and `plain_tokens_many` take after the IR and store arrays
     and before their states: the rows (read afresh at each call, as a call that grows
     them replaces them), the trie, the JSON string body, EOS, and what the twin check
     needs (`twins`: whether to make it)."""
@@ -733,7 +482,7 @@ def _sliced_flat(dfa: FlatDFA, trie: TokenTrie, sid: int, piece: LoopSlice | Non
     others -- of the whole trie without a slice (a loop set with too few tokens)."""
     words, count, rest = (piece.words, piece.count, piece.rest) if piece is not None else (trie.no_words, 0, trie)
     with dfa._lock:
-        allowed, words = dfa.run(_sliced_tokens, lambda: (
+        allowed, words = dfa.run(kernels.token_kernels.sliced_tokens, lambda: (
             dfa.table, dfa.expanded, dfa.loops, dfa.accepting, rest.edge_start, rest.edge_byte, rest.edge_child,
             rest.token_start, rest.token_ids, rest.subtree_end, rest.below, words, count,
             trie.eos_words.view(np.uint32), sid))
@@ -743,12 +492,12 @@ def _sliced_flat(dfa: FlatDFA, trie: TokenTrie, sid: int, piece: LoopSlice | Non
 def _body_flat(dfa: FlatDFA, exits: BodyExits, closed: int) -> StateTokens:
     """The mask of a state inside a JSON string without bounds whose closing quote leads
     to state `closed`: the tokens every such state allows, and those of `exits.rests`
-    allowed from `closed`, walked in `_sliced_tokens` (without EOS: the rests' trie has
+    allowed from `closed`, walked in `token_kernels.sliced_tokens` (without EOS: the rests' trie has
     none). The rows on the allowed tokens' paths are not all built: the state's own may
     not be, nor its multi-byte characters' and escapes'."""
     rests = exits.rests
     with dfa._lock:
-        allowed, words = dfa.run(_sliced_tokens, lambda: (
+        allowed, words = dfa.run(kernels.token_kernels.sliced_tokens, lambda: (
             dfa.table, dfa.expanded, dfa.loops, dfa.accepting, rests.edge_start, rests.edge_byte, rests.edge_child,
             rests.token_start, rests.token_ids, rests.subtree_end, rests.below, exits.words, exits.count,
             rests.eos_words.view(np.uint32), closed))
@@ -798,10 +547,10 @@ def _near_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, near, tokens_of) -> St
         child = int(trie.root_child[b])
         if child < 0:
             continue
-        _deny(words, trie.token_ids, trie.token_start[child], trie.token_start[trie.subtree_end[child]])
+        kernels.token_kernels.deny(words, trie.token_ids, trie.token_start[child], trie.token_start[trie.subtree_end[child]])
         nxt = int(dfa.table[sid, b])
         if nxt >= 0:
-            _allow(words, trie.token_ids, trie.token_start[child], trie.token_start[child + 1])
+            kernels.token_kernels.allow(words, trie.token_ids, trie.token_start[child], trie.token_start[child + 1])
             if trie.subtree_end[child] > child + 1:
                 nodes.append(child)
                 states.append(nxt)
@@ -814,13 +563,13 @@ def _near_tokens(dfa: LazyDFA, trie: TokenTrie, sid: int, near, tokens_of) -> St
 
 
 def _walk_from(dfa: LazyDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndarray, words: np.ndarray) -> int:
-    """Run `_walk` from (node, state) pairs, expanding the rows it stops at, until done;
+    """Run `token_kernels.walk_table` from (node, state) pairs, expanding the rows it stops at, until done;
     returns how many tokens it allowed."""
     if isinstance(dfa, FlatDFA):
         return _walk_from_flat(dfa, trie, nodes, states, words)
     allowed = 0
     while nodes.size:
-        count, nodes, states = _walk(
+        count, nodes, states = kernels.token_kernels.walk_table(
             dfa.table, dfa.expanded, dfa.loops, trie.edge_start, trie.edge_byte, trie.edge_child,
             trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words,
         )
@@ -832,196 +581,12 @@ def _walk_from(dfa: LazyDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndar
 
 def _walk_from_flat(dfa: FlatDFA, trie: TokenTrie, nodes: np.ndarray, states: np.ndarray, words: np.ndarray) -> int:
     """`_walk_from` over a compiled automaton: the walk builds the rows it stops at
-    itself (`flat.expand_rows`) and goes on, instead of returning to Python for each."""
+    itself (`flat_kernels.expand_rows`) and goes on, instead of returning to Python for each."""
     with dfa._lock:
-        return dfa.run(_walk_building, lambda: (
+        return dfa.run(kernels.token_kernels.walk_building, lambda: (
             dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
             trie.token_start, trie.token_ids, trie.subtree_end, trie.below, nodes, states, words))
 
 
-@numba.njit(nogil=True, cache=True, inline="always")
-def _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start, token_ids,
-               subtree_end, below, nodes, states, words, max_items, max_nesting):
-    """`_walk` from (node, state) pairs, then the rows it stopped at, then `_walk` again
-    from there, until done: how many tokens it allowed. Inlined into the entries below,
-    whose cache keys carry flat.py's stamp."""
-    allowed = 0
-    while nodes.size:
-        count, nodes, states = _walk(table, expanded, loops, edge_start, edge_byte, edge_child, token_start,
-                                     token_ids, subtree_end, below, nodes, states, words)
-        allowed += count
-        if nodes.size:
-            expand_rows(g, st, table, expanded, loops, accepting, np.unique(states), max_items, max_nesting)
-            if st[0][M_FAILED]:  # the call is run again (`FlatDFA.run`)
-                break
-    return allowed
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _plain_one(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start, token_ids,
-               subtree_end, below, body, eos_words, g_counted, node_twin, longest, sid, words, max_items, max_nesting):
-    """A plain state's mask in `words` (zeros on entry) -- no loop, no free bytes, few
-    live bytes (so no near state and no counted run): its row, then the walk of the
-    whole trie from it. Returns (allowed count, free bytes, DEAD); for a state that is
-    not plain, (NOT_PLAIN_FREE, its free bytes, DEAD) where it has free bytes beyond its
-    loops, else NOT_PLAIN_WIDE where it may be near a state or start a counted run (many
-    live bytes, most of them not looping), else NOT_PLAIN_LOOP. Before all that, a state
-    inside the JSON string body `body` (>= 0 where the grammar has one) is told apart,
-    without its row: (NOT_PLAIN_BODY, nothing, the state after the string's closing
-    quote); and first, where `longest` > 0 (the grammar has strings that count
-    characters), a state with a twin (`flat._twin_of`): (NOT_PLAIN_TWIN, nothing, the
-    twin). NOT_PLAIN_FAILED where the store was full (the call is run again,
-    `FlatDFA.run`). Inlined into the entries below, whose cache keys carry flat.py's
-    stamp."""
-    s0 = st[0]
-    no_free = np.zeros(4, dtype=np.uint64)
-    if longest > 0:
-        twin = _twin_of(g, st, g_counted, node_twin, accepting, sid, longest)
-        if s0[M_FAILED]:
-            return NOT_PLAIN_FAILED, no_free, DEAD
-        if twin >= 0:
-            return NOT_PLAIN_TWIN, no_free, twin
-    if body >= 0:
-        closed = _body_exit(g, st, accepting, sid, body, max_items, max_nesting)
-        if s0[M_FAILED]:
-            return NOT_PLAIN_FAILED, no_free, DEAD
-        if closed >= 0:  # its loops, for the matcher's walks of its tokens (no row)
-            _known_loops(g, st, accepting, loops, sid, max_items, max_nesting)
-            if s0[M_FAILED]:
-                return NOT_PLAIN_FAILED, no_free, DEAD
-            return NOT_PLAIN_BODY, no_free, closed
-    if not expanded[sid]:
-        expand_rows(g, st, table, expanded, loops, accepting, np.full(1, sid, dtype=np.int64), max_items, max_nesting)
-        if s0[M_FAILED]:
-            return NOT_PLAIN_FAILED, no_free, DEAD
-    bitsets = g[6]
-    free, beyond_loops = _free_entry(bitsets, loops, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], sid)
-    if beyond_loops:
-        return NOT_PLAIN_FREE, free, DEAD
-    target, _, live = _dominant(table[sid])  # as `dominant_target`
-    if live > 2 * NEAR_MAX_BYTES and target != sid:
-        return NOT_PLAIN_WIDE, free, DEAD
-    if loops[sid, 0] | loops[sid, 1] | loops[sid, 2] | loops[sid, 3]:
-        return NOT_PLAIN_LOOP, free, DEAD
-    nodes = np.zeros(1, dtype=np.int64)
-    states = np.full(1, sid, dtype=np.int64)
-    allowed = _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child, token_start,
-                         token_ids, subtree_end, below, nodes, states, words, max_items, max_nesting)
-    if accepting[sid]:
-        allowed += _with_eos(words, eos_words)
-    return allowed, free, DEAD
-
-
-def _walk_building_for(flat_stamp: int):
-    """`_walk_building`, `_plain_tokens` and `_sliced_tokens`, compiled with
-    `flat.CODE_STAMP` in their closure: numba keys its cache by the closure too, so an
-    edit of flat.py, whose row builder they link in, compiles them afresh. The stamp
-    must be all the closure holds: numba keys the cache by the pickled values of the
-    closure's cells, and a compiled function's pickle differs from one process to the
-    next, so a function in a cell made every process compile these again (~20 s)."""
-
-    @numba.njit(nogil=True, cache=True)
-    def walk_building(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
-                      s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
-                      edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
-                      nodes, states, words, max_items, max_nesting):
-        """`_walk`, then the rows it stopped at, then `_walk` again from there, until done:
-        how many tokens it allowed. A row that finds the automaton's arrays full fails the
-        call (flat.M_FAILED), which Python runs again once they are grown (`FlatDFA.run`):
-        it sets the same bits again and counts afresh."""
-        g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
-                      g_free)
-        st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
-        table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
-        allowed = 0 * flat_stamp  # (the stamp must be used to be in the closure)
-        return allowed + _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
-                                    token_start, token_ids, subtree_end, below, nodes, states, words, max_items,
-                                    max_nesting)
-
-    @numba.njit(nogil=True, cache=True)
-    def plain_tokens(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live, g_free,
-                     s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
-                     edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
-                     body, eos_words, g_counted, node_twin, longest, sid, max_items, max_nesting):
-        """`state_tokens` in one call for a plain state (see `_plain_one`). Returns
-        (allowed count, mask words, free bytes, DEAD); for a state that is not plain,
-        (NOT_PLAIN_..., nothing, its free bytes or nothing, the state after its string
-        or its twin or DEAD)."""
-        g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
-                      g_free)
-        st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
-        table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
-        words = np.zeros(eos_words.size + 0 * flat_stamp, dtype=np.uint32)  # (the stamp, as above)
-        allowed, free, aux = _plain_one(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
-                                        token_start, token_ids, subtree_end, below, body, eos_words, g_counted,
-                                        node_twin, longest, sid, words, max_items, max_nesting)
-        return allowed, words if allowed >= 0 else words[:0], free, aux
-
-    @numba.njit(nogil=True, cache=True)
-    def plain_tokens_many(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
-                          g_free, s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
-                          edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
-                          body, eos_words, g_counted, node_twin, longest, sids, allowed, words, free, aux, done,
-                          max_items, max_nesting):
-        """`plain_tokens` for many states in one call (`plain_tables`): for each k from
-        done[0] on, allowed[k], words[k], free[k] and aux[k] as `plain_tokens` returns
-        them (allowed[k] < 0: not plain, words[k] unused). done[0] counts the states
-        finished, so that a call run again after its arrays were grown (`FlatDFA.run`)
-        goes on from the one that failed."""
-        g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
-                      g_free)
-        st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
-        table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
-        for k in range(done[0] + 0 * flat_stamp, sids.size):  # (the stamp, as above)
-            row = words[k]
-            row[:] = 0
-            count, its_free, its_aux = _plain_one(g, st, table, expanded, loops, accepting, edge_start, edge_byte,
-                                                  edge_child, token_start, token_ids, subtree_end, below, body,
-                                                  eos_words, g_counted, node_twin, longest, sids[k], row, max_items,
-                                                  max_nesting)
-            if s0[M_FAILED]:
-                return
-            allowed[k] = count
-            free[k] = its_free
-            aux[k] = its_aux
-            done[0] = k + 1
-
-    @numba.njit(nogil=True, cache=True)
-    def sliced_tokens(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
-                      g_free, s0, s1, s2, s3, s4, s5, s6, s7, table, expanded, loops, accepting,
-                      edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below,
-                      slice_words, slice_count, eos_words, sid, max_items, max_nesting):
-        """`state_tokens` in one call for a state whose row is built and whose slice
-        (`LoopSlice`: its loop set's, or its free bytes') is known: the slice's tokens,
-        then the walk of the trie given -- the slice's other tokens -- from the state.
-        Returns (allowed count, mask words)."""
-        g = _ir_tuple(kind, a, b, c, kids, data, bitsets, nonempty, g_final, g_edge_start, g_dst, g_label, g_live,
-                      g_free)
-        st = _store_tuple(s0, s1, s2, s3, s4, s5, s6, s7)
-        table, expanded, loops, accepting = _rows_borrowed(table, expanded, loops, accepting)
-        words = slice_words.copy()
-        nodes = np.zeros(1 + 0 * flat_stamp, dtype=np.int64)  # (the stamp, as above)
-        states = np.full(1, sid, dtype=np.int64)
-        allowed = slice_count + _walk_rows(g, st, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
-                                           token_start, token_ids, subtree_end, below, nodes, states, words, max_items,
-                                           max_nesting)
-        if accepting[sid]:
-            allowed += _with_eos(words, eos_words)
-        return allowed, words
-
-    return walk_building, plain_tokens, plain_tokens_many, sliced_tokens
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _with_eos(words, eos_words):
-    """Allow the EOS tokens in `words` (none of them set before): how many."""
-    count = 0
-    for w in range(words.size):
-        count += _bit_count(eos_words[w])
-        words[w] |= eos_words[w]
-    return count
-
-
-# What `_plain_tokens` returns for a state that is not plain (see there).
+# What `token_kernels.plain_tokens` returns for a state that is not plain (see there).
 NOT_PLAIN_LOOP, NOT_PLAIN_FREE, NOT_PLAIN_WIDE, NOT_PLAIN_FAILED, NOT_PLAIN_BODY, NOT_PLAIN_TWIN = -1, -2, -3, -4, -5, -6
-_walk_building, _plain_tokens, _plain_tokens_many, _sliced_tokens = _walk_building_for(CODE_STAMP)
