@@ -182,12 +182,12 @@ class CompiledGrammar:
             path.pop()
         return path
 
-    def forced_bytes(self, sid: int) -> bytes:
+    def forced_bytes(self, sid: int, built_only: bool = False) -> bytes:
         cached = self.dfa.known_forced_bytes(sid)  # asked every step: skip the lock when known
         if cached is not None:
             return cached
         with self.dfa._lock:
-            return self.dfa.forced_bytes(sid)
+            return self.dfa.forced_bytes(sid, built_only=built_only)
 
     def has_exits(self, sid: int) -> bool:
         cached = self.dfa.known_has_exits(sid)
@@ -332,12 +332,13 @@ class Matcher:
             return True
         return self.is_accepting() and not self.grammar.has_exits(state)
 
-    def forced_bytes(self) -> bytes:
-        """Bytes every continuation must start with (jump-forward appends them)."""
+    def forced_bytes(self, built_only: bool = False) -> bytes:
+        """Bytes every continuation must start with (jump-forward appends them).
+        built_only: as far as the automaton's rows are built (see TableDFA.forced_bytes)."""
         state = self._stack[-1]
         if state < 0:
             return b""
-        return self.grammar.forced_bytes(state)
+        return self.grammar.forced_bytes(state, built_only)
 
     @property
     def num_accepted(self) -> int:

@@ -335,7 +335,9 @@ class Engine:
 
     def _jump_forward(self, request: Request) -> None:
         """Append the tokens of the bytes the grammar now forces (see jump_forward.py)."""
-        forced = request.matcher.forced_bytes()
+        # Through built rows only: a row built here would stop the whole batch, and the
+        # rest of the span is jumped once a mask (in engine.masks) has built its rows.
+        forced = request.matcher.forced_bytes(built_only=True)
         if not forced or self.tokenizer is None:
             return
         # Only re-tokenize generated tokens that sit in private blocks: full blocks are
