@@ -19,6 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
@@ -27,6 +28,7 @@ from structgen.errors import GrammarTooLargeError
 from structgen.background import lower_this_thread
 
 DEFAULT_WORKERS = 2
+PARENT_CHECK_S = 1.0
 
 _pool: ProcessPoolExecutor | None = None
 _workers = 0
@@ -59,6 +61,11 @@ def active() -> bool:
     return _pool is not None
 
 
+def worker_pids() -> list[int]:
+    """The worker processes' ids (tests, monitoring)."""
+    return sorted(child.pid for child in multiprocessing.active_children()) if _pool is not None else []
+
+
 def run(fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)` in a worker (both picklable); its exceptions are raised here."""
     pool = _pool
@@ -74,16 +81,25 @@ def run(fn: Callable[..., Any], *args: Any) -> Any:
 
 def _new_pool(workers: int) -> ProcessPoolExecutor:
     # spawn: the serving process has threads (and torch's); forking it is not safe.
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                               initargs=(os.getpid(),))
 
 
-def _init_worker() -> None:
+def _init_worker(server: int) -> None:
     import structgen.compiler  # noqa: F401  (imported now, not in the first compile)
     import structgen.grammar.json_schema  # noqa: F401
     from structgen.grammar.nesting import make_room_for_deep_input
 
     lower_this_thread()
     make_room_for_deep_input()
+    threading.Thread(target=_exit_with_parent, args=(server,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose server is gone (killed, or stopped before its pool) exits too."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
 
 
 def _restart(broken: ProcessPoolExecutor) -> None:

@@ -73,3 +73,35 @@ def test_background_work_takes_cores_from_the_forward_pass():
         with background.busy():
             assert background.engine_threads(2, extra=1) == 1
     assert background.engine_threads(4, extra=1) == 3
+
+
+def test_workers_exit_with_their_server(tmp_path):
+    """A server killed outright leaves no compile worker behind."""
+    import subprocess
+    import sys
+    import time
+
+    code = ("import os, sys; from structgen import compile_workers\n"
+            "if __name__ == '__main__':\n"
+            "    compile_workers.start(2)\n"
+            "    print(' '.join(str(p) for p in compile_workers.worker_pids()), flush=True)\n"
+            "    os.kill(os.getpid(), 9)\n")
+    script = tmp_path / "server.py"
+    script.write_text(code)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10 * compile_workers.PARENT_CHECK_S
+    while any(map(running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(map(running, pids))
+
+
+def running(pid: int) -> bool:
+    """A process that exists and is not a zombie (an orphan's exit status may wait for
+    a container's init to collect it)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
