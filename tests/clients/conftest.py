@@ -13,7 +13,7 @@ import httpx
 import pytest
 from test_cli import CLI
 
-START_TIMEOUT_S = 900  # a cold start may build the grammar kernels first (see README)
+START_TIMEOUT_S = 300  # a first start converts the model (~25 s on 2 cores; see README)
 # LiteLLM fetches its price list at import unless told not to: no network at run time
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
