@@ -152,7 +152,7 @@ def _tool_spec(request: ChatCompletionRequest) -> OutputSpec | None:
 
 async def compile_spec(spec: OutputSpec, vocab: Any) -> tuple[Any, float, bool]:
     """(compiled grammar or None, seconds, cache hit). Compiles run in COMPILE_THREADS, at
-    the lowest CPU priority (their Python half in `structgen.compile_workers` processes)."""
+    a lower CPU priority (their Python half in `structgen.compile_workers` processes)."""
     if spec.kind is None:
         return None, 0.0, False
     hits_before = structgen.cache_info()["hits"]

@@ -1,12 +1,12 @@
 """Work beside the engine (grammar compiles, late masks): it yields the CPU to decoding.
 
-Owns two rules. Background threads and processes run at the lowest CPU priority
+Owns two rules. Background threads and processes run below the engine's CPU priority
 (`lower_this_thread`). And while any background work is in flight (`busy`), a CPU
 engine runs its forward pass on one thread fewer per task (`engine_threads`), leaving
 that core to the work. Why: torch runs a CPU forward pass on every core, and its
 threads wait for each other; on a 2-core machine one busy process took a 40 ms decoding
-step to 253 ms at the default priority and 221 ms at the lowest, while a forward pass
-on one thread took 64 ms beside it as alone. Must not touch anything but thread
+step to 253 ms at the default priority (at niceness 19 it starved compiles past their
+budget), while a forward pass on one thread took 64 ms beside it as alone. Must not touch anything but thread
 priorities and the count of work in flight.
 """
 

@@ -8,10 +8,10 @@ interpreter lock and must wait to take it back (on 2 cores a busy Python thread 
 42 ms decoding step take 2.1 s). A worker sends back numpy arrays, which load in a
 moment; the automaton, its masks and the cache stay in the serving process.
 
-Workers run at the lowest CPU priority (`background`), at most `workers` at once: further
-compiles queue. A worker that dies (out of memory, a crash) fails only the
-compile it ran; the pool is started afresh for the next. Must not import the engine or
-the server.
+Workers run below the engine's CPU priority (`background`), at most `workers` at once:
+further compiles queue. A worker that dies (out of memory, a crash) fails only the
+compile it ran; the pool is started afresh for the next. A worker whose server is gone
+exits. Must not import the engine or the server.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
 
-from structgen.errors import GrammarTooLargeError
 from structgen.background import lower_this_thread
+from structgen.errors import GrammarTooLargeError
 
 DEFAULT_WORKERS = 2
 PARENT_CHECK_S = 1.0

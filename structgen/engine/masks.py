@@ -11,8 +11,8 @@ cached), but a state's first visit can take far longer: the first mask of a
 So the engine waits for the masks of a step only `patience(forward_s)` after its forward
 pass; a request whose mask is later than that sits out (the engine keeps its logits row and samples it in the
 first step after its mask is ready), and the rest of the batch goes on. The kernels the
-workers run release the interpreter lock, so they run beside the engine thread, at the
-lowest CPU priority (`background`): a late mask must not slow the forward passes either.
+workers run release the interpreter lock, so they run beside the engine thread, at
+a lower CPU priority (`background`): a late mask must not slow the forward passes either.
 
 Must not touch the scheduler's queues, the model or the sampler: the engine does.
 """
