@@ -182,7 +182,7 @@ class CompiledGrammar:
             path.pop()
         return path
 
-    def forced_bytes(self, sid: int, built_only: bool = False) -> bytes:
+    def forced_bytes(self, sid: int, built_only: bool = False) -> bytes | None:
         cached = self.dfa.known_forced_bytes(sid)  # asked every step: skip the lock when known
         if cached is not None:
             return cached
@@ -332,9 +332,9 @@ class Matcher:
             return True
         return self.is_accepting() and not self.grammar.has_exits(state)
 
-    def forced_bytes(self, built_only: bool = False) -> bytes:
+    def forced_bytes(self, built_only: bool = False) -> bytes | None:
         """Bytes every continuation must start with (jump-forward appends them).
-        built_only: as far as the automaton's rows are built (see TableDFA.forced_bytes)."""
+        built_only: None where that needs a row not built yet (TableDFA.forced_bytes)."""
         state = self._stack[-1]
         if state < 0:
             return b""

@@ -126,6 +126,17 @@ def test_all_masked_row_raises_runtime_error():
             Sampler().sample(logits, rows)
 
 
+def test_not_strict_an_all_masked_row_gets_minus_one_and_the_others_their_tokens():
+    logits = random_logits(3, 20)
+    logits[1] = NEG_INF
+    for temperature in (0.0, 1.0):
+        rows = [row(temperature=temperature, top_p=0.9, logprobs=2) for _ in range(3)]
+        out = Sampler().sample(logits, rows, strict=False)
+        assert out.token_ids[1] == -1
+        assert all(0 <= out.token_ids[i] < 20 for i in (0, 2))
+        assert out.logprobs[0].token_id == out.token_ids[0]
+
+
 def test_nan_row_raises_runtime_error():
     logits = random_logits(2, 20)
     logits[0, 5] = float("nan")

@@ -128,11 +128,11 @@ class TableDFA:
         """`forced_bytes(sid)` if already computed, else None (safe without the lock)."""
         return self._forced.get(sid)
 
-    def forced_bytes(self, sid: int, limit: int = 4096, built_only: bool = False) -> bytes:
+    def forced_bytes(self, sid: int, limit: int = 4096, built_only: bool = False) -> bytes | None:
         """Bytes every continuation from `sid` must start with (empty if accepting
-        or if more than one byte may come next). built_only: through rows already built
-        only, stopping where one is not (building one can take long: the row of a
-        20,000-value enum's start took 0.17 s); such a shorter answer is not kept."""
+        or if more than one byte may come next). built_only: None where a row on the way
+        is not built yet (building one can take long: the row of a 20,000-value enum's
+        start took 0.17 s)."""
         cached = self._forced.get(sid)
         if cached is not None:
             return cached
@@ -140,7 +140,7 @@ class TableDFA:
         cur = sid
         while cur >= 0 and len(out) < limit and not self.accepting[cur]:
             if built_only and not self.expanded[cur]:
-                return bytes(out)
+                return None
             self.expand(cur)
             exits = np.flatnonzero(self.table[cur] >= 0)
             if exits.size != 1:

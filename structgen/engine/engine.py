@@ -22,7 +22,7 @@ from structgen.engine import kv_cache
 from structgen.engine.block_manager import BlockManager, BlockStats
 from structgen.engine.detokenizer import IncrementalDetokenizer
 from structgen.engine.jump_forward import RETOKENIZED_TAIL, Jump, plan_jump
-from structgen.engine.masks import GrammarMasks, patience
+from structgen.engine.masks import MIN_PATIENCE_S, GrammarMasks, patience
 from structgen.engine.models.loader import load_model
 from structgen.engine.request import Request, RequestOutput, Status
 from structgen.engine.runner import ModelRunner
@@ -107,6 +107,7 @@ class Engine:
         words = -(-self.config.vocab_size // 32)
         self.masks = GrammarMasks(words)
         self._held: list[Request] = []  # their logits wait for a late mask
+        self._jumping: list[Request] = []  # their forced bytes are being worked out
         # A CPU forward pass gives a core to each piece of background work (structgen.background).
         self._cores = torch.get_num_threads() if not on_gpu else 0
         self.requests: dict[str, Request] = {}
@@ -215,6 +216,8 @@ class Engine:
         outputs = self._admit_compiled() if self.compiling else []
         if self._held:
             outputs += self._sample_held()
+        if self._jumping:
+            outputs += self._finish_jumps()
         plan = self.scheduler.schedule()
         self._preemptions += len(plan.preempted)
         self._drop_held(plan.preempted)
@@ -249,9 +252,10 @@ class Engine:
                 torch.set_num_threads(threads)
 
     def _idle(self, reported: bool) -> None:
-        """Nothing to run: wait a moment for a compile or a late mask instead of spinning."""
-        if self._held:
-            self.masks.wait_any(self._held, 0.005)
+        """Nothing to run: wait a moment for a compile or the grammar instead of spinning."""
+        jobs = [r.mask_job for r in self._held] + [r.jump_job for r in self._jumping]
+        if jobs:
+            self.masks.wait_any(jobs, 0.005)
         elif self.compiling and not reported:
             time.sleep(0.001)
 
@@ -277,6 +281,29 @@ class Engine:
             request.held_logits = None
         return self._sample(logits, ready) if ready else []
 
+    def _finish_jumps(self) -> list[RequestOutput]:
+        """Jump the requests whose forced bytes are now known (most within microseconds:
+        a short wait lets them run in this step)."""
+        self.masks.wait_any([r.jump_job for r in self._jumping], MIN_PATIENCE_S)
+        done = [r for r in self._jumping if r.is_finished or r.jump_job.done()]
+        self._jumping = [r for r in self._jumping if r not in done]
+        outputs = []
+        for request in done:
+            failed = request.jump_job.exception() is not None  # (its grammar outgrew a budget)
+            request.jump_job = None
+            if request.is_finished:
+                continue
+            if not failed:
+                try:
+                    self._jump_forward(request, built_only=False)  # the rows are built: at once
+                except Exception as exc:  # one request's failure must not end the others
+                    request.error = f"{type(exc).__name__}: {exc}"
+                    request.finish_reason = "error"
+            if request.finish_reason is not None:
+                self._finish(request)
+            outputs.append(self._output(request))
+        return outputs
+
     def _drop_held(self, requests: list[Request]) -> None:
         """Forget held logits (a preempted request computes them again; its mask job,
         for the same state, stays)."""
@@ -289,11 +316,13 @@ class Engine:
         """Mask, sample and advance the requests of the rows of `logits` (their masks ready)."""
         self._apply_grammar_masks(logits, requests)
         rows = [SamplerRow(r.params, r.output_token_ids, r.generator) for r in requests]
-        sampled = self.sampler.sample(logits, rows)
+        sampled = self.sampler.sample(logits, rows, strict=False)
         outputs = []
         now = time.monotonic()
         for request, token, logprobs in zip(requests, sampled.token_ids, sampled.logprobs):
             request.mask_job = None  # the next state needs its own
+            if token < 0 and request.error is None:
+                request.error = _nothing_to_sample(request)
             if request.error is None:
                 try:
                     self._advance(request, token, logprobs, now)
@@ -333,11 +362,15 @@ class Engine:
         if request.finish_reason is None and request.jump_forward and request.matcher is not None:
             self._jump_forward(request)
 
-    def _jump_forward(self, request: Request) -> None:
-        """Append the tokens of the bytes the grammar now forces (see jump_forward.py)."""
-        # Through built rows only: a row built here would stop the whole batch, and the
-        # rest of the span is jumped once a mask (in engine.masks) has built its rows.
-        forced = request.matcher.forced_bytes(built_only=True)
+    def _jump_forward(self, request: Request, built_only: bool = True) -> None:
+        """Append the tokens of the bytes the grammar now forces (see jump_forward.py).
+        Where they need automaton rows not built yet, the request sits out while a mask
+        thread builds them (`_finish_jumps`): building one here would stop the batch."""
+        forced = request.matcher.forced_bytes(built_only=built_only)
+        if forced is None:
+            request.jump_job = self.masks.run(request.matcher.forced_bytes)
+            self._jumping.append(request)
+            return
         if not forced or self.tokenizer is None:
             return
         # Only re-tokenize generated tokens that sit in private blocks: full blocks are
@@ -482,6 +515,14 @@ class Engine:
     def stats(self) -> EngineStats:
         return EngineStats(len(self.scheduler.waiting), len(self.scheduler.running),
                            self.blocks.stats(), self._preemptions, self._steps)
+
+
+def _nothing_to_sample(request: Request) -> str:
+    """Why a request got no token: its whole row was masked, or its logits were not finite."""
+    if request.matcher is None:
+        return "the model's logits had no finite value to sample from"
+    return (f"the grammar allowed no token after {request.num_output_tokens} output tokens "
+            f"({request.matcher.grammar!r}); please report the request that led here")
 
 
 def _dtype(dtype: torch.dtype | str | None, on_gpu: bool) -> torch.dtype:

@@ -20,7 +20,8 @@ Must not touch the scheduler's queues, the model or the sampler: the engine does
 from __future__ import annotations
 
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -68,10 +69,15 @@ class GrammarMasks:
             wait(jobs, timeout=timeout_s)
         return [r for r in requests if not r.mask_job.done()]
 
+    def run(self, work: Callable[[], Any]) -> Future:
+        """Other grammar work that may build automaton rows (a jump-forward's forced bytes),
+        in the same threads."""
+        return self._pool.submit(work)
+
     @staticmethod
-    def wait_any(requests: list[Request], timeout_s: float) -> None:
-        """Block until one of the requests' masks is ready, or `timeout_s` has passed."""
-        wait([r.mask_job for r in requests], timeout=timeout_s, return_when=FIRST_COMPLETED)
+    def wait_any(jobs: list[Future], timeout_s: float) -> None:
+        """Block until one of the jobs is done, or `timeout_s` has passed."""
+        wait(jobs, timeout=timeout_s, return_when=FIRST_COMPLETED)
 
     def batch(self, requests: list[Request], pin: bool) -> torch.Tensor:
         """The ready masks of `requests` as rows of one [len, words] int32 tensor."""

@@ -67,6 +67,7 @@ class Request:
         self.mask_job: Any = None
         self.mask_row: Any = None
         self.held_logits: torch.Tensor | None = None
+        self.jump_job: Any = None  # the forced bytes of its grammar state, being worked out
         self.error: str | None = None
         self.num_sent_tokens = 0  # output tokens already reported by step()
         self.num_sent_logprobs = 0
@@ -91,6 +92,12 @@ class Request:
     def awaiting_mask(self) -> bool:
         """Its logits are computed but its mask was late: it sits out until the mask is ready."""
         return self.held_logits is not None
+
+    @property
+    def sits_out(self) -> bool:
+        """Waiting for its grammar beside the batch: a late mask, or the bytes its grammar
+        forces next (a jump-forward), whose automaton rows are still being built."""
+        return self.held_logits is not None or self.jump_job is not None
 
     @property
     def is_finished(self) -> bool:

@@ -95,11 +95,12 @@ def seeded_generator(params: SamplingParams, device: torch.device | str) -> torc
 class Sampler:
     """Stateless: everything a step needs comes in `sample`'s arguments."""
 
-    def sample(self, logits: torch.Tensor, rows: Sequence[SamplerRow]) -> SamplerOutput:
+    def sample(self, logits: torch.Tensor, rows: Sequence[SamplerRow], strict: bool = True) -> SamplerOutput:
         """One token per row of `logits` ([batch, vocab], masked tokens at -inf).
 
         Raises RuntimeError when a row has no finite maximum (every token masked, or NaN /
-        +inf logits): there is nothing meaningful to sample there.
+        +inf logits): there is nothing meaningful to sample there. strict=False: such a
+        row gets token -1 instead (an engine fails that request alone).
         """
         _check_shapes(logits, rows)
         logits = logits.float()
@@ -124,7 +125,8 @@ class Sampler:
 
         pending_logprobs = _gather_logprobs(raw_logprobs, token_ids, logprob_rows, rows)
         ids = token_ids.tolist()
-        _raise_on_invalid_rows(ids)
+        if strict:
+            _raise_on_invalid_rows(ids)
         return SamplerOutput(ids, _build_logprobs(pending_logprobs, logprob_rows, ids))
 
 
@@ -365,7 +367,7 @@ def _gather_logprobs(
     """Queue the device work for the logprobs (chosen token's, top-k); no transfer yet."""
     if raw_logprobs is None:
         return None
-    # Invalid rows carry -1; clamp so gather stays in range (sample raises for them anyway).
+    # Invalid rows carry -1; clamp so gather stays in range (their logprobs mean nothing).
     chosen = _rows_of(token_ids, logprob_rows).clamp(min=0)
     chosen_logprob = raw_logprobs.gather(1, chosen.unsqueeze(1)).squeeze(1)
     top_counts = [rows[i].params.logprobs for i in logprob_rows]

@@ -6,8 +6,9 @@ appended), then waiting requests in arrival order, whose prompts are cut into ch
 that fit the budget (chunked prefill). A new request first takes its longest cached
 prefix from the block manager. When the cache has no room for a running request's next
 tokens, the newest running request is preempted: its blocks are freed and it goes back
-to the front of the waiting queue to be recomputed later. A running request whose
-logits wait for a late grammar mask (engine.masks) has nothing to compute and is skipped.
+to the front of the waiting queue to be recomputed later. A request that waits for
+its grammar (a late mask, or the bytes a jump-forward appends; engine.masks) has nothing
+to compute and is skipped.
 
 Owns the queues and block tables; never runs the model or samples.
 """
@@ -64,7 +65,7 @@ class Scheduler:
         index = 0
         while index < len(self.running) and budget > 0:
             request = self.running[index]
-            if request.awaiting_mask:  # nothing to compute until it has sampled
+            if request.sits_out:  # nothing to compute until its grammar has answered
                 index += 1
                 continue
             num_new = min(request.num_tokens - request.num_computed_tokens, budget)
@@ -93,6 +94,8 @@ class Scheduler:
     def _admit_waiting(self, budget: int, chunks: list[ScheduledChunk]) -> int:
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             request = self.waiting[0]
+            if request.sits_out:  # (preempted while its jump was worked out)
+                break
             if not request.block_table:
                 self._take_cached_prefix(request)
             num_new = min(request.num_tokens - request.num_computed_tokens, budget)
