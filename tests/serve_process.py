@@ -1,0 +1,53 @@
+"""`structgen serve` as a user starts it, for tests: the real command from the checkout
+on loopback, its output in a log file, waited for until it listens, stopped at the end."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+from test_cli import CLI
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve_process(log: Path, timeout_s: float, **env: str) -> Iterator[str]:
+    """The server's base URL once /health answers; `env`: extra environment variables."""
+    port = free_port()
+    full_env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", **env)
+    with open(log, "w") as out:
+        proc = subprocess.Popen([*CLI, "serve", "--port", str(port)], stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, env=full_env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_listening(url, proc, log, timeout_s)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _wait_listening(url: str, proc: subprocess.Popen, log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert proc.poll() is None, f"structgen serve exited: {log.read_text()}"
+        assert time.monotonic() < deadline, f"structgen serve did not listen: {log.read_text()}"
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.5)
