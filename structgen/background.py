@@ -45,10 +45,6 @@ def busy() -> Iterator[None]:
             _in_flight -= 1
 
 
-def in_flight() -> int:
-    return _in_flight
-
-
 def engine_threads(cores: int, extra: int = 0) -> int:
     """Threads for a CPU forward pass on `cores`, with the work in flight (and `extra`
     more, the engine's own late masks) each given a core, down to one."""

@@ -21,10 +21,6 @@ def report(on: bool = True) -> None:
     _report["on"] = on
 
 
-def reporting() -> bool:
-    return _report["on"]
-
-
 @contextmanager
 def phase(what: str) -> Iterator[None]:
     """`structgen: WHAT ... N.N s` around the block, when reporting."""
