@@ -483,8 +483,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from server.app import create_app
     from structgen import compile_workers, startup
-    from structgen.automata.tokens import token_trie
-    from structgen.compiler import compile_choice, set_cache_bytes
+    from structgen.compiler import prepare, set_cache_bytes
     from structgen.engine.async_engine import AsyncEngine
     from structgen.engine.engine import Engine
 
@@ -496,12 +495,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(runner, model_name=args.served_model_name, api_key=args.api_key,
                      max_body_bytes=args.max_body_bytes,
                      disable_additional_properties=not args.allow_additional_properties)
-    # The grammar layer's token trie of this vocabulary and its string tables, built now
-    # rather than inside the first constrained request.
-    with startup.phase("building the vocabulary's token trie"):
-        token_trie(engine.vocab)
-    with startup.phase("a first constrained mask"):
-        compile_choice(["ready"], engine.vocab).matcher().allowed_token_ids()
+    with startup.phase("the vocabulary's token trie and a first constrained mask"):
+        prepare(engine.vocab)
     if args.grammar_cache_bytes is not None:
         set_cache_bytes(args.grammar_cache_bytes)
     if args.compile_workers:

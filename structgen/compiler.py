@@ -82,6 +82,21 @@ def cache_info() -> dict:
                 **_cache_stats}
 
 
+_WARM_UP_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}},
+                   "required": ["name"]}
+
+
+def prepare(vocab) -> None:
+    """Pay now what a process's first compile against `vocab` would: the front ends' and
+    automata's imports, the vocabulary's token trie and string tables, and one small
+    schema taken through every stage to its first mask. Serving start-up and
+    `Vocabulary.default()` call it. Without the compiled kernels it does nothing, so
+    that the first compile raises their error."""
+    if kernels.missing():
+        return
+    compile_json_schema(_WARM_UP_SCHEMA, vocab).matcher().allowed_token_ids()
+
+
 def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar:
     with _cache_lock:
         hit = _cache.get(key)

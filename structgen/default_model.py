@@ -75,16 +75,29 @@ def _gguf_cache_dir(gguf: Path) -> Path | None:
     root = _cache_root()
     if root is None:
         return None
-    import tokenizers
-    import transformers
-
     st = gguf.stat()
     key = "\0".join(
         [str(gguf.resolve()), str(st.st_size), str(st.st_mtime_ns),
-         transformers.__version__, tokenizers.__version__]
+         _version("transformers"), _version("tokenizers")]
     )
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return root / "tokenizers" / f"{gguf.stem}-{digest}"
+
+
+def _version(package: str) -> str:
+    """An installed package's version, read from its metadata without importing it
+    (importing transformers alone costs about 2 s)."""
+    from importlib.metadata import version
+
+    return version(package)
+
+
+def cached_tokenizer_folder(gguf: Path) -> Path | None:
+    """The disk cache's `tokenizer.json` folder for `gguf`, or None when it has none yet."""
+    cache_dir = _gguf_cache_dir(gguf)
+    if cache_dir is None or not (cache_dir / "tokenizer.json").is_file():
+        return None
+    return cache_dir
 
 
 def _load_tokenizer_from_gguf(gguf: Path) -> Any:

@@ -266,6 +266,44 @@ def test_from_pretrained_gguf(smollm2_vocab):
     assert v.fingerprint == smollm2_vocab.fingerprint
 
 
+@pytest.mark.parametrize("which", ["smollm2", "deepseek"])
+def test_tokenizer_folder_equals_transformers(which, tmp_path, request):
+    """Read with `tokenizers` alone, a saved tokenizer gives the same table, specials and
+    EOS as the transformers tokenizer it was saved from."""
+    tok = request.getfixturevalue(f"{which}_tokenizer")
+    expected = Vocabulary.from_tokenizer(tok, name="x")
+    tok.save_pretrained(tmp_path)
+    got = Vocabulary.from_tokenizer_folder(tmp_path, name="x")
+    assert got.token_bytes == expected.token_bytes
+    assert got.special_ids == expected.special_ids and got.eos_token_ids == expected.eos_token_ids
+    assert got.fingerprint == expected.fingerprint
+
+
+DEFAULT_IN_FRESH_PROCESS = """
+import json, sys, structgen
+vocab = structgen.Vocabulary.default()
+print(json.dumps({"fingerprint": vocab.fingerprint, "modules": sorted(sys.modules)}))
+"""
+
+
+def test_default_vocabulary_loads_without_transformers_and_comes_prepared(tmp_path, smollm2_vocab):
+    """A process whose tokenizer cache is warm loads the default vocabulary without
+    importing transformers, gets the same vocabulary as one that converted the GGUF file,
+    and has the compiler's modules loaded before its first compile."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, STRUCTGEN_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", DEFAULT_IN_FRESH_PROCESS], env=env, check=True,
+                           capture_output=True, text=True) for _ in ("cold", "warm")]
+    cold, warm = (json.loads(run.stdout.splitlines()[-1]) for run in runs)
+    assert cold["fingerprint"] == warm["fingerprint"] == smollm2_vocab.fingerprint
+    assert "transformers" in cold["modules"]  # the first process converts the GGUF file
+    assert "transformers" not in warm["modules"] and "torch" not in warm["modules"]
+    assert "structgen.grammar.json_schema" in warm["modules"]
+
+
 def test_from_pretrained_never_downloads(tmp_path):
     with pytest.raises(OSError):
         Vocabulary.from_pretrained("structgen-test/definitely-not-a-local-model")

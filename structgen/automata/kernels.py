@@ -19,6 +19,11 @@ else:
     _MISSING = None
 
 
+def missing() -> bool:
+    """Whether the extensions failed to import (`require` says why)."""
+    return _MISSING is not None
+
+
 def require() -> None:
     """Raise KernelsNotBuiltError where the extensions cannot be imported."""
     if _MISSING is not None:
