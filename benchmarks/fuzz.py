@@ -118,6 +118,8 @@ def classify(response: httpx.Response, expect) -> tuple[str, str | None]:
         except Exception:
             return f"{status} (not an OpenAI error)", response.text[:300]
         return f"{status}", None
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return "200 streamed", None  # a generated body that asked for "stream": true
     choice = response.json()["choices"][0]
     if choice["finish_reason"] != "stop":
         return "200 cut by max_tokens", None

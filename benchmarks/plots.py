@@ -381,6 +381,25 @@ def draw_serve_latency(data: dict, caption: str) -> Figure | None:
     return titled(figure, caption, data, serve_detail(data))
 
 
+def draw_soak_memory(data: dict, caption: str) -> Figure | None:
+    result = data["result"]
+    if not result["memory_mb"]:
+        return None
+    minutes, rss = zip(*((at / 60, mb) for at, mb in result["memory_mb"]))
+    figure, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(minutes, rss, color=FAMILY_COLORS["structgen"], label="server + compile workers, resident")
+    if result["settled_mb"] is not None:
+        limit = result["settled_mb"] * 1.05
+        ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1, label="settled + 5%")
+    ax.set_xlabel("minutes")
+    ax.set_ylabel("MB")
+    ax.set_ylim(0, max(rss) * 1.15)
+    ax.legend(fontsize=8, loc="lower right")
+    requests = sum(result["outcomes"].values())
+    errors = sum(n for outcome, n in result["outcomes"].items() if outcome.split(": ", 1)[1].startswith("5"))
+    return titled(figure, caption, data, f"{requests} requests, {errors} 5xx, {data['clients']} clients")
+
+
 # -- driver ------------------------------------------------------------------------------
 
 # file name -> (the results file it is drawn from, the function that draws it)
@@ -395,6 +414,7 @@ DRAWINGS = {
     "constrained-gpu-overhead.png": (CONSTRAINED_GPU_FILE, draw_overhead),
     "serve-throughput.png": (SUITES["serve"].results_file, draw_serve_throughput),
     "serve-latency.png": (SUITES["serve"].results_file, draw_serve_latency),
+    "soak-memory.png": (SUITES["soak"].results_file, draw_soak_memory),
 }
 
 

@@ -41,6 +41,7 @@ FIGURES: dict[str, dict[str, str]] = {
                     "constrained-gpu-overhead.png": "Constrained vs unconstrained decoding throughput (GPU)"},
     "serve": {"serve-throughput.png": "Server throughput vs concurrency",
               "serve-latency.png": "Server latency percentiles vs load"},
+    "soak": {"soak-memory.png": "Server memory during the soak (32 clients, cached, fresh and hostile schemas)"},
 }
 
 MARKED_BLOCK = re.compile(r"(<!-- results:(?P<suite>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=suite) -->)",

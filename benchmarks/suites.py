@@ -58,12 +58,15 @@ SUITES: dict[str, Suite] = {
     "isolation": Suite("isolation", "isolation.json", "--out", ("--runs", "1"),
                        "a 20,000-value enum compiling beside a stream: the stream's largest gap, and a "
                        "small compile sent behind it"),
+    "soak": Suite("soak", "soak.json", "--out", ("--minutes", "3", "--settle-minutes", "1", "--clients", "8"),
+                  "an hour of 32 clients: cached, fresh and hostile requests; memory after ten minutes, "
+                  "no 5xx (--minutes N)"),
     "startup": Suite("startup", "startup.json", "--out", ("--runs", "1"),
                      "ready from a scratch clone: serve until listening (cold, warm), first reply, import, "
                      "first mask in a fresh process (--install: README's install too)"),
 }
 ALL_ORDER = ["masks", "cfg", "engine", "engine-gpu", "constrained", "serve", "clients", "fuzz", "isolation",
-             "startup"]
+             "soak", "startup"]
 
 
 def _parser() -> argparse.ArgumentParser:

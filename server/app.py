@@ -20,11 +20,13 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from server.errors import APIError, error_response
+from server.guard import DEFAULT_MAX_BODY_BYTES, Guard
 from server.metrics import Metrics
 from server.protocol import ChatCompletionRequest, CompletionRequest
 from server.structured import OutputSpec, UnsupportedRequestError, compile_spec, output_spec, tool_calls_from
@@ -33,25 +35,8 @@ from structgen.chat import render_chat
 from structgen.engine.async_engine import AsyncEngine, EngineDeadError, EngineOverloadedError
 from structgen.engine.engine import PromptTooLongError
 from structgen.engine.sampling_params import InvalidParameterError, SamplingParams
-from structgen.errors import SchemaError, StructgenError
-from structgen.grammar.nesting import MAX_JSON_NESTING, MAX_SCHEMA_LEVELS, make_room_for_deep_input, text_nesting
-
-DEFAULT_MAX_BODY_BYTES = 4 << 20
-MAX_BODY_NESTING = MAX_JSON_NESTING + 16  # a schema's own limit, and the fields around it
-
-
-class APIError(Exception):
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
-        self.headers = headers or {}
-
-
-def error_response(err: APIError) -> JSONResponse:
-    body = {"error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}}
-    return JSONResponse(body, status_code=err.status, headers=err.headers)
-
+from structgen.errors import CompileCancelledError, SchemaError, StructgenError
+from structgen.grammar.nesting import make_room_for_deep_input
 
 def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, disable_additional_properties: bool = True) -> FastAPI:
@@ -65,25 +50,8 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
     metrics = Metrics()
     app.state.engine, app.state.metrics = engine, metrics
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        endpoint = request.url.path
-        try:
-            if api_key is not None and endpoint.startswith("/v1/"):
-                if request.headers.get("authorization", "") != f"Bearer {api_key}":
-                    raise APIError(401, "invalid or missing API key", "authentication_error",
-                                   code="invalid_api_key")
-            length = request.headers.get("content-length")
-            if length is not None and length.isdigit() and int(length) > max_body_bytes:
-                raise APIError(413, f"request body of {length} bytes exceeds the limit of {max_body_bytes}",
-                               code="request_too_large")
-            if request.method == "POST":
-                await _check_body(request)
-            response = await call_next(request)
-        except APIError as err:
-            response = error_response(err)
-        metrics.requests.labels(endpoint, str(response.status_code)).inc()
-        return response
+    app.add_middleware(Guard, api_key=api_key, max_body_bytes=max_body_bytes,
+                       count_response=lambda endpoint, status: metrics.requests.labels(endpoint, status).inc())
 
     @app.exception_handler(APIError)
     async def on_api_error(_: Request, err: APIError):
@@ -156,7 +124,7 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
 
     async def _complete(http: Request, body, prompts: list[list[int]], chat: bool):
         spec = _output_spec(body, disable_additional_properties)
-        grammar, compile_s, hit = await _compile(spec)
+        grammar, compile_s, hit = await _compile(spec, http)
         metrics.compile_time.observe(compile_s) if spec.kind else None
         if hit:
             metrics.compile_cache_hits.inc()
@@ -181,9 +149,12 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
         finals = await asyncio.gather(*[_final(s) for s in streams])
         return _response(finals, runs, spec, rid, created, chat, body)
 
-    async def _compile(spec: OutputSpec):
+    async def _compile(spec: OutputSpec, http: Request):
         try:
-            return await compile_spec(spec, engine.engine.vocab)
+            return await compile_spec(spec, engine.engine.vocab, client_gone=http.is_disconnected)
+        except CompileCancelledError as err:
+            metrics.compiles_cancelled.inc()
+            raise APIError(400, str(err), code="client_disconnected") from err
         except SchemaError as err:
             param, message = spec.locate(err)
             raise APIError(400, message, param=param, code="invalid_schema") from err
@@ -314,23 +285,6 @@ def create_app(engine: AsyncEngine, *, model_name: str | None = None, api_key: s
 
 
 # -- helpers that need no app state ------------------------------------------------------
-
-
-async def _check_body(request: Request) -> None:
-    """A POST body must be JSON, and nest no deeper than a schema may (checked before it is
-    parsed: the JSON parser recurses once per level)."""
-    body = await request.body()
-    if not body:
-        return
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type and not content_type.endswith("json"):
-        raise APIError(415, f"the request body must be JSON (Content-Type: application/json), not {content_type}",
-                       code="unsupported_media_type")
-    depth = text_nesting(body)
-    if depth > MAX_BODY_NESTING:
-        raise APIError(400, f"the request body nests {depth} levels of JSON arrays and objects; the limit is "
-                            f"{MAX_BODY_NESTING} (schemas may nest about {MAX_SCHEMA_LEVELS} levels)",
-                       code="nesting_too_deep")
 
 
 def _check_model(requested: str | None, served: str) -> None:

@@ -31,6 +31,8 @@ class Metrics:
                                       buckets=LATENCY_BUCKETS, registry=r)
         self.compile_cache_hits = Counter("structgen_grammar_cache_hits", "grammar compiles served from cache",
                                           registry=r)
+        self.compiles_cancelled = Counter("structgen_grammar_compiles_cancelled",
+                                          "compiles stopped because their client disconnected", registry=r)
         self.forced_tokens = Counter("structgen_fast_forwarded_tokens", "output tokens appended by jump-forward",
                                      registry=r)
         self.output_tokens = Counter("structgen_output_tokens", "output tokens produced", registry=r)

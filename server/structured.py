@@ -13,16 +13,18 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import structgen
 from server.protocol import ChatCompletionRequest, CompletionRequest
 from server.tool_calls import ANY_OBJECT, TOOL_TAGS, call_schema, calls_from_text, tool_parameter_at
-from structgen.errors import SchemaError, StructgenError
 from structgen.background import lower_this_thread
+from structgen.compiler import cancelled_by
+from structgen.errors import CompileCancelledError, SchemaError, StructgenError
 
 
 class UnsupportedRequestError(StructgenError):
@@ -150,14 +152,27 @@ def _tool_spec(request: ChatCompletionRequest) -> OutputSpec | None:
                       parallel=request.parallel_tool_calls is not False, parameter_pointers=calls.parameter_pointers)
 
 
-async def compile_spec(spec: OutputSpec, vocab: Any) -> tuple[Any, float, bool]:
+async def compile_spec(spec: OutputSpec, vocab: Any,
+                       client_gone: Callable[[], Awaitable[bool]] | None = None) -> tuple[Any, float, bool]:
     """(compiled grammar or None, seconds, cache hit). Compiles run in COMPILE_THREADS, at
-    a lower CPU priority (their Python half in `structgen.compile_workers` processes)."""
+    a lower CPU priority (their Python half in `structgen.compile_workers` processes).
+    Once `client_gone()` says the client left, the compile is cancelled (its worker
+    stopped) and CompileCancelledError is raised."""
     if spec.kind is None:
         return None, 0.0, False
     hits_before = structgen.cache_info()["hits"]
     started = time.perf_counter()
-    grammar = await asyncio.get_running_loop().run_in_executor(_compile_threads, _compile, spec, vocab)
+    cancel = threading.Event()
+    future = asyncio.get_running_loop().run_in_executor(_compile_threads, _compile, spec, vocab, cancel)
+    future.add_done_callback(_consume_result)  # read here too, in case nobody awaits it any more
+    try:
+        while not (await asyncio.wait({future}, timeout=CLIENT_CHECK_S))[0]:
+            if client_gone is not None and await client_gone():
+                raise CompileCancelledError("the client disconnected while its grammar compiled")
+        grammar = future.result()
+    except BaseException:  # the client left, or this request was cancelled
+        cancel.set()
+        raise
     hit = structgen.cache_info()["hits"] > hits_before
     return grammar, time.perf_counter() - started, hit
 
@@ -165,11 +180,22 @@ async def compile_spec(spec: OutputSpec, vocab: Any) -> tuple[Any, float, bool]:
 # Compiles in flight at once; more wait their turn (a compile is bounded by its own
 # time budget, so a turn comes).
 COMPILE_THREADS = 8
+CLIENT_CHECK_S = 0.25  # how often a compiling request looks whether its client is still there
 _compile_threads = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="structgen-compile",
                                       initializer=lower_this_thread)
 
 
-def _compile(spec: OutputSpec, vocab: Any) -> Any:
+def _consume_result(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _compile(spec: OutputSpec, vocab: Any, cancel: threading.Event) -> Any:
+    with cancelled_by(cancel):
+        return _compiled(spec, vocab)
+
+
+def _compiled(spec: OutputSpec, vocab: Any) -> Any:
     if spec.kind == "json_schema":
         return structgen.compile_json_schema(spec.source, vocab, **spec.options)
     if spec.kind == "regex":

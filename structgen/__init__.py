@@ -6,6 +6,7 @@ Names are imported lazily so that `import structgen` stays cheap.
 """
 
 from structgen.errors import (
+    CompileCancelledError,
     GrammarError,
     GrammarTooLargeError,
     RegexError,
@@ -32,6 +33,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "CompileCancelledError",
     "GrammarError",
     "GrammarTooLargeError",
     "RegexError",

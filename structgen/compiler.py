@@ -17,9 +17,10 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from structgen import background, compile_workers
 from structgen.automata import kernels
@@ -28,7 +29,7 @@ from structgen.automata.example import covering_example
 from structgen.automata.flat import FlatDFA, FlatIR, FlatUnsupported
 from structgen.automata.nfa import LazyNFA
 from structgen.automata.tokens import token_trie
-from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError
+from structgen.errors import CompileCancelledError, GrammarTooLargeError, SchemaError, StructgenError
 from structgen.grammar import ir
 from structgen.matcher import CompiledGrammar
 
@@ -95,6 +96,22 @@ def prepare(vocab) -> None:
     if kernels.missing():
         return
     compile_json_schema(_WARM_UP_SCHEMA, vocab).matcher().allowed_token_ids()
+
+
+_cancel = threading.local()  # .event: what cancels the compiles of this thread (cancelled_by)
+
+
+@contextmanager
+def cancelled_by(event: threading.Event) -> Iterator[None]:
+    """Compiles in this thread stop with CompileCancelledError once `event` is set (the
+    server sets it when a client leaves): a compile worker running its front half is
+    stopped at once; in-process, the compile stops after the stage it is in."""
+    previous = getattr(_cancel, "event", None)
+    _cancel.event = event
+    try:
+        yield
+    finally:
+        _cancel.event = previous
 
 
 def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar:
@@ -204,10 +221,13 @@ def _built(kind: str, source: str, make_ir: Callable[[float], ir.Node], vocab, m
            max_dfa_states: int, timeout_s: float) -> CompiledGrammar:
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
+    cancel = getattr(_cancel, "event", None)
     if compile_workers.active():
-        made = compile_workers.run(front, kind, make_ir, max_states, deadline, timeout_s, True)
+        made = compile_workers.run(front, kind, make_ir, max_states, deadline, timeout_s, True, cancel=cancel)
     else:
         made = front(kind, make_ir, max_states, deadline, timeout_s)
+    if cancel is not None and cancel.is_set():
+        raise CompileCancelledError(f"the {kind} compile was cancelled")
     dfa = _automaton(made, max_dfa_states)
     if dfa.start < 0:
         raise SchemaError(f"the {kind} admits no value at all (its language is empty)", "")

@@ -58,6 +58,11 @@ class GrammarTooLargeError(StructgenError):
     """Compiling would exceed the configured state or time budget."""
 
 
+class CompileCancelledError(StructgenError):
+    """A compile stopped because whoever asked for it no longer waits (a client that
+    disconnected): nothing is cached, and its CPU is freed."""
+
+
 class GrammarError(StructgenError):
     """A lark / GBNF grammar that does not parse or cannot be compiled. `line` and
     `column` (1-based) say where, when the problem has a place in the text."""

@@ -65,6 +65,59 @@ def test_a_worker_that_dies_fails_only_its_compile(smollm2_vocab, workers):
     assert grammar.matcher().allowed_token_ids().size > 0
 
 
+def test_a_cancelled_compile_stops_its_worker_and_no_other():
+    """Cancelling a running job kills the worker that runs it at once; a job running on
+    the other worker meanwhile finishes as if nothing happened, and the pool carries on."""
+    import threading
+    import time
+
+    compile_workers.start(2)
+    try:
+        before = set(compile_workers.worker_pids())
+        cancel, outcome = threading.Event(), {}
+
+        def other_job():
+            compile_workers.run(time.sleep, 1.5)
+            outcome["other_done"] = True
+
+        other = threading.Thread(target=other_job)
+        other.start()
+        time.sleep(0.2)
+        threading.Timer(0.3, cancel.set).start()
+        started = time.monotonic()
+        with pytest.raises(structgen.CompileCancelledError):
+            compile_workers.run(time.sleep, 60, cancel=cancel)
+        assert time.monotonic() - started < 3
+        other.join(timeout=30)
+        assert outcome.get("other_done")
+        (killed,) = before - set(compile_workers.worker_pids())
+        assert not running(killed)
+        assert compile_workers.run(sum, [1, 2, 3]) == 6
+        assert compile_workers.run(sum, [4, 5]) == 9  # on the slot whose worker was killed, started anew
+        assert len(compile_workers.worker_pids()) == 2
+    finally:
+        compile_workers.stop()
+
+
+def test_a_compile_cancelled_before_a_worker_is_free_never_runs():
+    import threading
+    import time
+
+    compile_workers.start(1)
+    try:
+        busy = threading.Thread(target=compile_workers.run, args=(time.sleep, 1.0))
+        busy.start()
+        time.sleep(0.2)
+        cancel = threading.Event()
+        cancel.set()
+        with pytest.raises(structgen.CompileCancelledError, match="before a worker was free"):
+            compile_workers.run(os.getpid, cancel=cancel)
+        busy.join()
+        assert compile_workers.run(os.getpid) in compile_workers.worker_pids()
+    finally:
+        compile_workers.stop()
+
+
 def test_background_work_takes_cores_from_the_forward_pass():
     assert background.engine_threads(2) == 2
     with background.busy():
@@ -105,3 +158,35 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+SLOW_ALTERNATIVES = 20_000
+
+
+def test_a_client_that_leaves_mid_compile_cancels_it(tmp_path):
+    """On the real server: a client that gives up while its slow compile runs (a pattern
+    of 20,000 alternatives, which takes past its 10 s budget) has the compile cancelled,
+    counted in /metrics, long before the budget; the server serves on."""
+    import random
+    import string
+    import time
+
+    import httpx
+    from serve_process import serve_process
+
+    rng = random.Random(7)
+    words = ("".join(rng.choices(string.ascii_lowercase, k=20)) for _ in range(SLOW_ALTERNATIVES))
+    slow = {"type": "string", "pattern": "^(" + "|".join(words) + ")$"}
+    body = {"max_tokens": 4, "messages": [{"role": "user", "content": "Pick."}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "e", "schema": slow}}}
+    with serve_process(tmp_path / "serve.log", 300) as url:
+        left = time.monotonic()
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(url + "/v1/chat/completions", json=body, timeout=httpx.Timeout(30, read=0.5))
+        while "structgen_grammar_compiles_cancelled_total 1.0" not in httpx.get(url + "/metrics").text:
+            assert time.monotonic() - left < 8, "the compile was not cancelled"
+            time.sleep(0.2)
+        small = {**body, "response_format": {"type": "json_schema",
+                                             "json_schema": {"name": "s", "schema": {"enum": ["yes", "no"]}}}}
+        reply = httpx.post(url + "/v1/chat/completions", json=small, timeout=120)
+        assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] in ('"yes"', '"no"')

@@ -15,7 +15,8 @@ import pytest
 from test_server import LiveServer
 
 import structgen
-from server.app import MAX_BODY_NESTING, create_app
+from server.app import create_app
+from server.guard import MAX_BODY_NESTING
 from structgen.grammar.nesting import MAX_SCHEMA_LEVELS, check_nesting, text_nesting
 
 
