@@ -2,9 +2,10 @@
 
 Owns: the list of suites (which script, which results file, what `--quick` means for
 it), running them one after another with the caller's extra options, and the plots and
-README tables made from their results afterwards. Each suite's measuring code stays in
-its own script (maskbench.py, engine.py, ...), which can still be run directly; this
-module must not measure anything itself.
+result tables (benchmarks/RESULTS.md, README's headlines) made from their results
+afterwards. Each suite's measuring code stays in its own script (maskbench.py,
+engine.py, ...), which can still be run directly; this module must not measure anything
+itself.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--results", type=Path, default=None,
                         help=f"results folder (default {RESULTS.relative_to(REPO)}, or its quick/ subfolder)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    parser.add_argument("--update-readme", action="store_true",
-                        help="rewrite README.md's generated Performance tables from the results")
+    parser.add_argument("--update-results", "--update-readme", action="store_true", dest="update_results",
+                        help="rewrite benchmarks/RESULTS.md and README.md's headline tables from the results")
     return parser
 
 
@@ -106,11 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         status = run_suite(name, passthrough, quick=args.quick, results=results, plots=not args.no_plots)
         if status:
             failed.append(name)
-    if args.update_readme:
-        from benchmarks.report import update_readme
+    if args.update_results:
+        from benchmarks.report import update
 
-        updated = update_readme(REPO / "README.md", results)
-        print("README.md: " + (", ".join(updated) + " updated" if updated else "already up to date"))
+        updated = update(results)
+        print("updated: " + "; ".join(updated) if updated else "result tables already up to date")
     if failed:
         print(f"failed suites: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

@@ -1,10 +1,11 @@
 """`structgen bench`: the suites behind one command, on real parts (a real MaskBench run of
-structgen on a user's own schemas), and README's generated Performance tables in step with
-the committed results."""
+structgen on a user's own schemas), and the generated result tables (benchmarks/RESULTS.md,
+README's headlines) in step with the committed results."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,13 +58,39 @@ def test_bench_masks_on_my_own_schemas(tmp_path):
     assert "| structgen |" in result.stdout  # the markdown table
 
 
-def test_readme_performance_tables_match_the_results():
-    from benchmarks.report import updated_text
+def test_results_md_and_readme_headlines_match_the_results():
+    from benchmarks.report import README_MD, RENDERERS, RESULTS_MD, results_text, updated_text
 
-    readme = (REPO / "README.md").read_text()
-    regenerated, suites = updated_text(readme, REPO / "benchmarks" / "results")
-    assert regenerated == readme, (f"README.md's generated tables are stale for {suites}: "
+    results_dir = REPO / "benchmarks" / "results"
+    results_md = RESULTS_MD.read_text()
+    assert results_text(results_md, results_dir) == results_md, (
+        "benchmarks/RESULTS.md is stale: run `python -m benchmarks.report`")
+    readme = README_MD.read_text()
+    regenerated, suites = updated_text(readme, results_dir, README_MD)
+    assert regenerated == readme, (f"README.md's headline tables are stale for {suites}: "
                                    "run `python -m benchmarks.report`")
+    headlines = re.findall(r"<!-- headline:([\w-]+) -->", readme)
+    assert sorted(headlines) == sorted(RENDERERS), "README.md has one headline table per suite"
+    assert "<!-- results:" not in readme, "the full tables belong in benchmarks/RESULTS.md"
+
+
+def test_the_check_catches_a_stale_block():
+    # A block edited by hand (or left behind by new results) must be caught, in either file.
+    from benchmarks.report import README_MD, RESULTS_MD, stale_texts
+
+    results_dir = REPO / "benchmarks" / "results"
+    results_md, readme = RESULTS_MD.read_text(), README_MD.read_text()
+    assert stale_texts(results_md, readme, results_dir) == []
+    for opening in ("<!-- results:masks -->\n", "<!-- headline:serve -->\n"):
+        assert opening in results_md + readme
+    stale_results = results_md.replace("<!-- results:masks -->\n", "<!-- results:masks -->\n| a stale row |\n", 1)
+    stale_readme = readme.replace("<!-- headline:serve -->\n", "<!-- headline:serve -->\n| a stale row |\n", 1)
+    assert stale_texts(stale_results, readme, results_dir) == [f"{RESULTS_MD}: masks"]
+    assert stale_texts(results_md, stale_readme, results_dir) == [f"{README_MD}: serve"]
+    assert stale_texts(None, readme, results_dir) == [f"{RESULTS_MD}: missing"]
+    result = subprocess.run([sys.executable, "-m", "benchmarks.report", "--check"], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_reproduce_commands_do_not_depend_on_where_the_checkout_lies():
