@@ -385,9 +385,12 @@ def draw_soak_memory(data: dict, caption: str) -> Figure | None:
     result = data["result"]
     if not result["memory_mb"]:
         return None
-    minutes, rss = zip(*((at / 60, mb) for at, mb in result["memory_mb"]))
+    minutes, rss, cache = zip(*((sample[0] / 60, sample[1], sample[2]) for sample in result["memory_mb"]))
     figure, ax = plt.subplots(figsize=(8, 4.5))
     ax.plot(minutes, rss, color=FAMILY_COLORS["structgen"], label="server + compile workers, resident")
+    if any(mb is not None for mb in cache):
+        ax.plot(minutes, [float("nan") if mb is None else mb for mb in cache], color="tab:gray",
+                label="grammar cache (its own count)")
     if result["settled_mb"] is not None:
         limit = result["settled_mb"] * 1.05
         ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1, label="settled + 5%")

@@ -52,6 +52,9 @@ FIGURES: dict[str, dict[str, str]] = {
                     "constrained-gpu-overhead.png": "Constrained vs unconstrained decoding throughput (GPU)"},
     "serve": {"serve-throughput.png": "Server throughput vs concurrency",
               "serve-latency.png": "Server latency percentiles vs load"},
+    "startup": {},
+    "isolation": {},
+    "fuzz": {},
     "soak": {"soak-memory.png": "Server memory during the soak (32 clients, cached, fresh and hostile schemas)"},
 }
 
@@ -64,6 +67,10 @@ TITLES: dict[str, str] = {
     "engine-gpu": "Engine on GPU",
     "constrained": "Constrained decoding",
     "serve": "Serving under load",
+    "startup": "Start-up",
+    "isolation": "Compiles beside decoding",
+    "fuzz": "Hostile input (fuzz)",
+    "soak": "Soak",
 }
 
 # MaskBench rows that README's headline leaves to RESULTS.md: structgen's other settings.
@@ -631,6 +638,74 @@ def serve_checks(data: dict) -> str:
     return "; ".join(lines) + "." if lines else ""
 
 
+def render_startup(results_dir: Path) -> list[str]:
+    data = suite_results("startup", results_dir)
+    if data is None:
+        return []
+    r = data["result"]
+    seconds = lambda key: "–" if r.get(key) is None else f"{r[key]:.2f} s"  # noqa: E731
+    rows = [["install (README's command, fresh venv)", seconds("install_s"), "<= 240 s"],
+            ["serve until listening, cold (empty caches)", seconds("listening_cold_s"), "<= 30 s"],
+            ["serve until listening, warm", seconds("listening_warm_s"), "<= 8 s"],
+            ["first reply after listening, cold / warm",
+             f"{r['first_reply_cold_s']:.2f} s / {r['first_reply_warm_s']:.2f} s", "<= 2 s"],
+            ["`import structgen` + `Vocabulary.default()`", seconds("import_and_vocabulary_s"), "<= 3 s"],
+            [f"first mask of {r['schema']}: fresh process / after other schemas",
+             f"{1e3 * r['first_mask_fresh_process_s']:.1f} ms / {1e3 * r['first_mask_after_others_s']:.1f} ms "
+             f"({r['first_mask_ratio']:.2f}x)", "<= 2x"]]
+    intro = f"A scratch clone of the checkout, every cache folder empty for the cold figures; {data['cpu_count']} cores:"
+    return [intro, table(["phase", "result", "target"], rows, numeric_from=1),
+            f"Measured {data['time']}. " + reproduce("python benchmarks/startup.py --install --runs 3")]
+
+
+def render_isolation(results_dir: Path) -> list[str]:
+    data = suite_results("isolation", results_dir)
+    if data is None:
+        return []
+    gaps, queue = data["gaps"], data["queue"]
+    rows = [["a stream's largest gap while a fresh 20,000-value enum compiles, over its median gap alone",
+             f"{gaps['max_gap_during_compile_ms']:.0f} ms / {gaps['median_gap_alone_ms']:.0f} ms "
+             f"({gaps['gap_ratio']:.2f}x)", "<= 2x"],
+            ["a small fresh compile sent just after that enum: later than alone by",
+             f"{queue['delay_ms']:.0f} ms ({1e3 * queue['small_alone_s']:.0f} ms alone)", "<= 100 ms"]]
+    return ["`structgen serve` on the embedded model, medians of the runs:",
+            table(["measure", "result", "target"], rows, numeric_from=1),
+            reproduce("python benchmarks/isolation.py --runs 3")]
+
+
+def render_fuzz(results_dir: Path) -> list[str]:
+    data = suite_results("fuzz", results_dir)
+    if data is None:
+        return []
+    rows = [[outcome, f"{count:,}"] for outcome, count in sorted(data["outcomes"].items())]
+    problems = len(data["problems"])
+    return [f"{data['inputs']:,} generated inputs in {data['minutes']:g} minutes (schemas, deep schemas, MaskBench-dev "
+            f"schemas, regexes, lark and GBNF grammars, request bodies); {problems} problems "
+            "(5xx, invalid output, non-OpenAI error bodies, hangs, unhealthy server):",
+            table(["outcome", "inputs"], rows),
+            reproduce(f"python benchmarks/fuzz.py --minutes {data['minutes']:g}")]
+
+
+def render_soak(results_dir: Path) -> list[str]:
+    data = suite_results("soak", results_dir)
+    if data is None:
+        return []
+    r = data["result"]
+    return [f"{data['clients']} clients for {data['minutes']:g} minutes: {soak_summary(r)}",
+            reproduce(f"python benchmarks/soak.py --minutes {data['minutes']:g} --clients {data['clients']}")]
+
+
+def soak_summary(r: dict) -> str:
+    requests = sum(r["outcomes"].values())
+    errors = sum(n for outcome, n in r["outcomes"].items() if outcome.split(": ", 1)[1].startswith("5"))
+    memory = "no memory samples after the settle time"
+    if r["settled_mb"] is not None:
+        memory = (f"resident memory {r['settled_mb']:,.0f} MB at ten minutes, {r['end_mb']:,.0f} MB at the end "
+                  f"({100 * r['growth_end']:+.1f}%), peak {100 * r['growth_peak']:+.1f}%")
+    return (f"{requests:,} requests ({r['fresh_schemas']:,} fresh schemas), {errors} 5xx, "
+            f"{len(r['problems'])} other problems; {memory}.")
+
+
 # -- headlines (README.md) ---------------------------------------------------------------
 
 
@@ -709,7 +784,7 @@ def headline_constrained(results_dir: Path) -> list[str]:
                             "unconstrained (warm grammar)",
                      f"{times(r['constrained']['ratio'], 3)} tokens/s with jump-forward, "
                      f"{times(r['constrained_no_jump']['ratio'], 3)} without"])
-        rows += [["GPU", *row] for row in baseline_rows(gpu["baseline"])] if "baseline" in gpu else []
+        rows += [["GPU", *row] for row in baseline_rows(gpu["baseline"])[:1]] if "baseline" in gpu else []
     if not rows:
         return []
     return ["; ".join(where) + ", medians of warm runs:", table(["", "measure", "result"], rows, numeric_from=3)]
@@ -737,12 +812,42 @@ def headline_serve(results_dir: Path) -> list[str]:
                           "within SLO", "JSON valid / invalid"], rows)]
 
 
+def headline_startup(results_dir: Path) -> list[str]:
+    """Start-up and the robustness suites (isolation, fuzz, soak) in one table."""
+    rows = []
+    data = suite_results("startup", results_dir)
+    if data is not None:
+        r = data["result"]
+        rows += [["serve until listening, cold / warm; then the first reply",
+                  f"{r['listening_cold_s']:.1f} s / {r['listening_warm_s']:.1f} s; {r['first_reply_cold_s']:.1f} s"],
+                 ["first mask in a fresh process vs a warm one", f"{r['first_mask_ratio']:.2f}x"]]
+    data = suite_results("isolation", results_dir)
+    if data is not None:
+        rows += [["a stream's largest gap while a 20,000-value enum compiles", f"{data['gaps']['gap_ratio']:.2f}x its median"]]
+    data = suite_results("fuzz", results_dir)
+    if data is not None:
+        fives = sum(n for outcome, n in data["outcomes"].items() if outcome.startswith("5"))
+        rows += [[f"fuzz, {data['minutes']:g} minutes", f"{data['inputs']:,} inputs, {fives} 5xx, "
+                                                        f"{len(data['problems'])} problems"]]
+    data = suite_results("soak", results_dir)
+    if data is not None and data["result"]["growth_peak"] is not None:
+        r = data["result"]
+        fives = sum(n for outcome, n in r["outcomes"].items() if outcome.split(": ", 1)[1].startswith("5"))
+        rows += [[f"soak, {data['minutes']:g} minutes at {data['clients']} clients",
+                  f"memory {100 * r['growth_peak']:+.1f}% after ten minutes, {fives} 5xx"]]
+    return [table(["on 2 cores", "result"], rows)] if rows else []
+
+
 # -- the two files -----------------------------------------------------------------------
 
 RENDERERS = {"masks": render_masks, "cfg": render_cfg, "engine": render_engine,
-             "engine-gpu": render_engine_gpu, "constrained": render_constrained, "serve": render_serve}
+             "engine-gpu": render_engine_gpu, "constrained": render_constrained, "serve": render_serve,
+             "startup": render_startup, "isolation": render_isolation, "fuzz": render_fuzz, "soak": render_soak}
 HEADLINES = {"masks": headline_masks, "cfg": headline_cfg, "engine": headline_engine,
-             "engine-gpu": headline_engine_gpu, "constrained": headline_constrained, "serve": headline_serve}
+             "engine-gpu": headline_engine_gpu, "constrained": headline_constrained, "serve": headline_serve,
+             "startup": headline_startup}
+# Suites whose headline is another suite's: start-up's table also holds the robustness suites.
+SHARED_HEADLINES = {"isolation": "startup", "fuzz": "startup", "soak": "startup"}
 
 
 def render(suite: str, results_dir: Path = RESULTS, document: Path = RESULTS_MD) -> str | None:

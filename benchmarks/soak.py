@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import random
+import re
 import sys
 import time
 from collections import Counter
@@ -110,23 +111,34 @@ async def client_loop(http: httpx.AsyncClient, traffic: Traffic, deadline: float
             print(f"PROBLEM [{kind}] {outcome}: {problem[:200]}", flush=True)
 
 
-async def sample_memory(pid: int, started: float, deadline: float, every_s: float, samples: list) -> None:
+async def sample_memory(http: httpx.AsyncClient, pid: int, started: float, deadline: float, every_s: float,
+                        samples: list) -> None:
+    """(seconds, resident MB, grammar cache MB by its own count) every `every_s`."""
     while time.monotonic() < deadline:
         rss = process_tree_rss_mb(pid)
         if rss is not None:
-            samples.append((round(time.monotonic() - started, 1), round(rss, 1)))
+            samples.append((round(time.monotonic() - started, 1), round(rss, 1), await cache_mb(http)))
         await asyncio.sleep(every_s)
+
+
+async def cache_mb(http: httpx.AsyncClient) -> float | None:
+    try:
+        text = (await http.get("/metrics", timeout=30)).text
+    except httpx.HTTPError:
+        return None
+    match = re.search(r"^structgen_grammar_cache_bytes (\S+)$", text, re.MULTILINE)
+    return round(float(match.group(1)) / 2**20, 1) if match else None
 
 
 async def soak(url: str, pid: int, args) -> dict:
     traffic = Traffic(args.seed)
     tally = {"outcomes": Counter(), "problems": []}
-    samples: list[tuple[float, float]] = []
+    samples: list[tuple[float, float, float | None]] = []
     started = time.monotonic()
     deadline = started + 60 * args.minutes
     limits = httpx.Limits(max_connections=args.clients + 4)
     async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT_S, limits=limits) as http:
-        memory = asyncio.create_task(sample_memory(pid, started, deadline, args.sample_s, samples))
+        memory = asyncio.create_task(sample_memory(http, pid, started, deadline, args.sample_s, samples))
         await asyncio.gather(*(client_loop(http, traffic, deadline, tally) for _ in range(args.clients)))
         await memory
         healthy = (await http.get("/health")).status_code == 200
@@ -134,9 +146,9 @@ async def soak(url: str, pid: int, args) -> dict:
             "fresh_schemas": traffic.fresh_count, "memory_mb": samples, **growth(samples, 60 * args.settle_minutes)}
 
 
-def growth(samples: list[tuple[float, float]], settle_s: float) -> dict:
+def growth(samples: list[tuple], settle_s: float) -> dict:
     """Memory at the settle time, at the end and at its peak after it, and the growth."""
-    settled = [rss for at, rss in samples if at >= settle_s]
+    settled = [rss for at, rss, _ in samples if at >= settle_s]
     if not settled:
         return {"settled_mb": None, "end_mb": None, "peak_after_settle_mb": None, "growth_end": None,
                 "growth_peak": None}

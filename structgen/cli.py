@@ -483,7 +483,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from server.app import create_app
     from structgen import compile_workers, startup
-    from structgen.compiler import prepare, set_cache_bytes
+    from structgen.compiler import prepare, set_cache_bytes, start_workers
     from structgen.engine.async_engine import AsyncEngine
     from structgen.engine.engine import Engine
 
@@ -501,7 +501,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         set_cache_bytes(args.grammar_cache_bytes)
     if args.compile_workers:
         with startup.phase(f"starting {args.compile_workers} compile worker processes"):
-            compile_workers.start(args.compile_workers)
+            start_workers(args.compile_workers)
     # What is loaded by now (torch, transformers, the model, the vocabulary: ~370k objects)
     # lives as long as the server; each full garbage collection scanned it for ~200 ms, a
     # stall of every stream. Frozen, the collector skips it.

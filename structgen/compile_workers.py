@@ -36,6 +36,7 @@ CANCEL_CHECK_S = 0.05  # how often a waiting compile looks at its cancel event
 _SPAWN = multiprocessing.get_context("spawn")  # the server has threads (torch's): forking it is not safe
 _idle: queue.Queue | None = None  # the free workers; a None in it is a slot whose process must be started
 _all: list[_Worker] = []
+_warm_up: Callable[[], Any] | None = None
 _pool_lock = threading.Lock()
 
 
@@ -44,7 +45,7 @@ class _Worker:
 
     def __init__(self):
         self.conn, child_conn = _SPAWN.Pipe()
-        self.process = _SPAWN.Process(target=_serve, args=(child_conn, os.getpid()), daemon=True,
+        self.process = _SPAWN.Process(target=_serve, args=(child_conn, os.getpid(), _warm_up), daemon=True,
                                       name="structgen-compile-worker")
         self.process.start()
         child_conn.close()
@@ -56,14 +57,16 @@ class _Worker:
         self.conn.close()
 
 
-def start(workers: int = DEFAULT_WORKERS) -> None:
+def start(workers: int = DEFAULT_WORKERS, warm_up: Callable[[], Any] | None = None) -> None:
     """Run compile fronts in `workers` processes from now on (started here, so that the
-    first compile does not wait for them)."""
-    global _idle
+    first compile does not wait for them). `warm_up` (picklable) runs once in each
+    worker as it starts: the imports its jobs will need, say."""
+    global _idle, _warm_up
     if workers < 1:
         raise ValueError(f"compile workers must be at least 1, got {workers}")
     with _pool_lock:
         _stop_locked()
+        _warm_up = warm_up
         started = [_Worker() for _ in range(workers)]
         for worker in started:
             _call(worker, os.getpid)  # returns once the worker's imports are done
@@ -152,9 +155,11 @@ def _call(worker: _Worker, fn: Callable[..., Any], *args: Any,
                                    "the grammar is too large to compile") from None
 
 
-def _serve(conn, server: int) -> None:
+def _serve(conn, server: int, warm_up: Callable[[], Any] | None) -> None:
     """A worker's life: run each job it is sent and send back (ok, result or error)."""
     _init_worker(server)
+    if warm_up is not None:
+        warm_up()
     while True:
         try:
             fn, args = conn.recv()
@@ -171,8 +176,6 @@ def _serve(conn, server: int) -> None:
 
 
 def _init_worker(server: int) -> None:
-    import structgen.compiler  # noqa: F401  (imported now, not in the first compile)
-    import structgen.grammar.json_schema  # noqa: F401
     from structgen.grammar.nesting import make_room_for_deep_input
 
     lower_this_thread()

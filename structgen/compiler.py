@@ -98,6 +98,16 @@ def prepare(vocab) -> None:
     compile_json_schema(_WARM_UP_SCHEMA, vocab).matcher().allowed_token_ids()
 
 
+def start_workers(workers: int) -> None:
+    """Run the Python half of compiles in `workers` processes (compile_workers), each
+    with the front ends imported before its first job."""
+    compile_workers.start(workers, warm_up=_import_front_ends)
+
+
+def _import_front_ends() -> None:
+    import structgen.grammar.json_schema  # noqa: F401
+
+
 _cancel = threading.local()  # .event: what cancels the compiles of this thread (cancelled_by)
 
 

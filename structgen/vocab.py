@@ -197,9 +197,9 @@ class Vocabulary:
         if path.suffix == ".gguf" and path.is_file():
             if kw:
                 raise TypeError(f"unexpected keywords for a .gguf file: {sorted(kw)}")
-            from structgen.default_model import _load_tokenizer_from_gguf
+            from structgen.default_model import load_tokenizer_from_gguf
 
-            tok = _load_tokenizer_from_gguf(path)
+            tok = load_tokenizer_from_gguf(path)
         else:
             from transformers import AutoTokenizer
 

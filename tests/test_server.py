@@ -151,6 +151,15 @@ def test_oversized_body_is_413(live, model):
     assert r.status_code == 413
 
 
+def test_oversized_body_without_a_length_is_413(live, model):
+    """A chunked body (no Content-Length) is refused once its bytes pass the limit."""
+    body = json.dumps({"model": model, "prompt": "x" * 100_000}).encode()
+    chunks = (body[i:i + 8192] for i in range(0, len(body), 8192))
+    r = httpx.post(live.url + "/v1/completions", content=chunks, headers={"content-type": "application/json"})
+    assert "content-length" not in r.request.headers
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+
+
 def test_completions_with_regex_and_choice(client, model):
     resp = client.completions.create(model=model, prompt="The year the first moon landing happened was",
                                      max_tokens=10, temperature=0.0,
