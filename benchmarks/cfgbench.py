@@ -486,6 +486,7 @@ def find_recursive(files, limit, per_schema_s=20.0):
     """Schemas whose structgen IR has rules other than "any JSON value" (as /tmp/probe/rec.py).
     schema_to_ir runs in this process under signal.alarm."""
     from structgen.grammar import ir
+    from structgen.automata.languages import AUTOMATA
     from structgen.grammar.json_schema import schema_to_ir
 
     class _Timeout(Exception):
@@ -501,7 +502,7 @@ def find_recursive(files, limit, per_schema_s=20.0):
             d = json.loads(p.read_text())
             signal.setitimer(signal.ITIMER_REAL, per_schema_s)
             try:
-                node = schema_to_ir(d["schema"])
+                node = schema_to_ir(d["schema"], languages=AUTOMATA)
                 names = {r.name for r in ir.refs_in(node)} - {ANY_JSON_VALUE}
             except _Timeout:
                 errors[p.name] = f"schema_to_ir exceeded {per_schema_s:g} s"

@@ -27,6 +27,7 @@ from structgen.automata import kernels
 from structgen.automata.dfa import LazyDFA
 from structgen.automata.example import covering_example
 from structgen.automata.flat import FlatDFA, FlatIR, FlatUnsupported
+from structgen.automata.languages import AUTOMATA
 from structgen.automata.nfa import LazyNFA
 from structgen.automata.tokens import token_trie
 from structgen.errors import CompileCancelledError, GrammarTooLargeError, SchemaError, StructgenError
@@ -474,7 +475,7 @@ def compile_tool_calls(
 def _schema_ir(schema: Any, options: Any, deadline: float) -> ir.Node:
     from structgen.grammar.json_schema import schema_to_ir
 
-    return schema_to_ir(schema, options, deadline=deadline)
+    return schema_to_ir(schema, options, deadline=deadline, languages=AUTOMATA)
 
 
 def _regex_ir(pattern: str, _deadline: float) -> ir.Node:
@@ -493,10 +494,10 @@ def _grammar_ir(syntax: str, text: str, start: str, _deadline: float) -> ir.Node
     if syntax == "lark":
         from structgen.grammar.lark_grammar import parse_lark
 
-        return grammar_to_ir(parse_lark(text, start))
+        return grammar_to_ir(parse_lark(text, start), AUTOMATA)
     from structgen.grammar.gbnf import parse_gbnf
 
-    return grammar_to_ir(parse_gbnf(text, start))
+    return grammar_to_ir(parse_gbnf(text, start), AUTOMATA)
 
 
 def _tool_calls_ir(call_schema: Any, options: Any, open_tag: str, close_tag: str, allow_text: bool, parallel: bool,

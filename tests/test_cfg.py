@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import structgen
 from benchmarks.hostile import lark_grammars
+from structgen.automata.languages import AUTOMATA
 from structgen.automata.nfa import ir_accepts
 from structgen.errors import GrammarError, GrammarTooLargeError
 from structgen.grammar.cfg import grammar_to_ir
@@ -29,7 +30,7 @@ from structgen.grammar.lark_grammar import parse_lark
 
 
 def accepts(text: str, sample: str) -> bool:
-    return ir_accepts(grammar_to_ir(parse_lark(text)), sample.encode())
+    return ir_accepts(grammar_to_ir(parse_lark(text), AUTOMATA), sample.encode())
 
 
 def lark_accepts(parser: lark.Lark, sample: str) -> bool:
@@ -124,7 +125,7 @@ def test_terminal_regex_flavour_is_pythons():
 )
 def test_grammar_errors_are_clear(text, fragments):
     with pytest.raises(GrammarError) as info:
-        grammar_to_ir(parse_lark(text))
+        grammar_to_ir(parse_lark(text), AUTOMATA)
     for fragment in fragments:
         assert fragment in str(info.value), str(info.value)
 
@@ -133,7 +134,7 @@ def test_unremovable_left_recursion_is_refused():
     # `a` begins with an optional `n` and then itself: left recursion behind a nullable prefix
     text = 'start: a\na: n a "x" | "y"\nn: "n" | m\nm: "m"*'
     with pytest.raises((GrammarError, GrammarTooLargeError), match="left"):
-        grammar_to_ir(parse_lark(text))
+        grammar_to_ir(parse_lark(text), AUTOMATA)
 
 
 def test_gbnf_and_lark_are_told_apart_by_compile_grammar(smollm2_vocab):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import structgen
+from structgen.automata.languages import AUTOMATA
 from structgen.automata.nfa import ir_accepts
 from structgen.errors import GrammarError
 from structgen.grammar import cfg
@@ -61,7 +62,7 @@ item ::= [^\n]+ "\n"
 def accepts(text: str, data: str | bytes, start: str = "root") -> bool:
     if isinstance(data, str):
         data = data.encode("utf-8")
-    return ir_accepts(cfg.grammar_to_ir(parse_gbnf(text, start)), data)
+    return ir_accepts(cfg.grammar_to_ir(parse_gbnf(text, start), AUTOMATA), data)
 
 
 def check_language(text: str, good: list, bad: list) -> None:
@@ -173,7 +174,7 @@ REPEATED_ITEMS = {
 @pytest.mark.parametrize("op", REPETITIONS)
 def test_repetition(item, op):
     text = REPEATED_ITEMS[item].replace("{op}", op)
-    node = cfg.grammar_to_ir(parse_gbnf(text))
+    node = cfg.grammar_to_ir(parse_gbnf(text), AUTOMATA)
     for n in range(7):
         assert ir_accepts(node, b"ab" * n) == (n in REPETITIONS[op]), (text, n)
     assert not ir_accepts(node, b"aba")
@@ -329,7 +330,7 @@ def test_not_a_string():
 @pytest.mark.parametrize("cut", range(0, len(JSON), 7))
 def test_truncated_grammars_raise_only_grammar_errors(cut):
     try:
-        cfg.grammar_to_ir(parse_gbnf(JSON[:cut]))
+        cfg.grammar_to_ir(parse_gbnf(JSON[:cut]), AUTOMATA)
     except GrammarError:
         pass
 

@@ -19,6 +19,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from structgen.automata.languages import AUTOMATA
+from structgen.automata.nfa import ir_accepts
 from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError, UnsupportedKeywordError
 from structgen.grammar import ir
 from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
@@ -52,7 +54,7 @@ class G:
 
     def __init__(self, schema, **options):
         self.options = JsonOptions(**options)
-        self.node = schema_to_ir(schema, self.options)
+        self.node = schema_to_ir(schema, self.options, languages=AUTOMATA)
         self.accepts = _acceptor(self.node)
 
     def ok(self, text: str | bytes) -> bool:
@@ -88,7 +90,7 @@ def check(schema, accepted=(), rejected=(), **options):
 
 def raises(exc, schema, pointer=None, keyword=None, **options):
     with pytest.raises(exc) as info:
-        schema_to_ir(schema, JsonOptions(**options))
+        schema_to_ir(schema, JsonOptions(**options), languages=AUTOMATA)
     if pointer is not None:
         assert info.value.pointer == pointer, str(info.value)
     if keyword is not None:
@@ -1003,7 +1005,7 @@ def test_maskbench_differential():
             break
         data = json.loads(path.read_text())
         try:
-            node = schema_to_ir(data["schema"], JsonOptions())
+            node = schema_to_ir(data["schema"], JsonOptions(), languages=AUTOMATA)
         except StructgenError as e:
             assert str(e)
             counts["refused"] += 1
@@ -1255,3 +1257,14 @@ def test_fuzz_random_schemas_are_sound(schema, values):
         assert valid or not accepted, f"accepted invalid {text} for {json.dumps(schema)}"
         assert valid or not any_order.ok(text), f"accepted invalid {text} in any order for {json.dumps(schema)}"
         assert any_order.ok(text) or not accepted, f"any order refused {text}, schema order took it"
+
+
+def test_a_decimal_step_is_built_by_the_automata_it_is_given():
+    """grammar/ never builds an automaton: `multipleOf` with a decimal step takes the
+    automata's answers from its caller, and says so when it has none."""
+    schema = {"type": "number", "multipleOf": 0.1}
+    node = schema_to_ir(schema, languages=AUTOMATA)
+    assert ir_accepts(node, b"0.3") and ir_accepts(node, b"-1.2") and not ir_accepts(node, b"0.35")
+    with pytest.raises(UnsupportedKeywordError, match="multipleOf") as caught:
+        schema_to_ir(schema)
+    assert caught.value.pointer == "/multipleOf"

@@ -605,9 +605,10 @@ LEXEME_SCHEMAS = [
 
 
 def _plain_and_lexeme_dfas(schema):
+    from structgen.automata.languages import AUTOMATA
     from structgen.grammar.json_schema import JsonOptions, schema_to_ir
 
-    node = schema_to_ir(schema, JsonOptions())
+    node = schema_to_ir(schema, JsonOptions(), languages=AUTOMATA)
     return LazyDFA(LazyNFA(node, lexemes=False)), LazyDFA(LazyNFA(node))
 
 

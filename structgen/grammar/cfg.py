@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from structgen.errors import GrammarError, GrammarTooLargeError
 from structgen.grammar import ir
+from structgen.grammar.languages import Languages
 
 Symbol = "str | ir.Node"  # a rule name, or a terminal's IR
 MAX_ALTERNATIVES = 50_000  # after left-recursion removal
@@ -39,18 +40,6 @@ class Grammar:
     start: str
     ignore: list[ir.Node] = field(default_factory=list)
     terminal_names: dict[int, str] = field(default_factory=dict)
-
-
-def _nullable_ir(node: ir.Node) -> bool:
-    from structgen.automata.nfa import ACCEPT, LazyNFA
-
-    return ACCEPT in LazyNFA(node).start
-
-
-def _nonempty_ir(node: ir.Node) -> bool:
-    from structgen.automata.nfa import LazyNFA
-
-    return not LazyNFA(node).is_empty_language
 
 
 def _fixpoint(rules: dict[str, list[list]], symbol_ok) -> set[str]:
@@ -96,9 +85,9 @@ def _reachable(rules: dict[str, list[list]], start: str) -> list[str]:
     return list(seen)
 
 
-def check(grammar: Grammar) -> dict[str, list[list]]:
+def check(grammar: Grammar, languages: Languages) -> dict[str, list[list]]:
     """Validate and clean: returns the rules reachable from the start, with alternatives
-    that can never produce a string dropped."""
+    that can never produce a string dropped. `languages` answers for the terminals."""
     rules = grammar.rules
     if grammar.start not in rules:
         raise GrammarError(f"the start rule {grammar.start!r} is not defined")
@@ -110,9 +99,9 @@ def check(grammar: Grammar) -> dict[str, list[list]]:
     terminals = {id(s): s for alts in rules.values() for alt in alts for s in alt if not isinstance(s, str)}
     for term in list(terminals.values()) + list(grammar.ignore):
         name = grammar.terminal_names.get(id(term))
-        if name is not None and _nullable_ir(term):
+        if name is not None and languages.nullable(term):
             raise GrammarError(f"terminal {name} matches the empty string (terminals must consume input)")
-    live_terms = {tid for tid, t in terminals.items() if _nonempty_ir(t)}
+    live_terms = {tid for tid, t in terminals.items() if languages.nonempty(t)}
     productive = _fixpoint(rules, lambda s: id(s) in live_terms)
     if grammar.start not in productive:
         raise GrammarError(f"the start rule {grammar.start!r} can never produce a complete string")
@@ -251,15 +240,16 @@ def remove_left_recursion(rules: dict[str, list[list]], nullable_term) -> tuple[
 # ---------------------------------------------------------------- lowering
 
 
-def grammar_to_ir(grammar: Grammar) -> ir.Node:
-    """The IR of the grammar's language: one `ir.Ref` per rule."""
-    rules = check(grammar)
+def grammar_to_ir(grammar: Grammar, languages: Languages) -> ir.Node:
+    """The IR of the grammar's language: one `ir.Ref` per rule. `languages` answers for
+    the terminals (the compiler passes `automata.languages.AUTOMATA`)."""
+    rules = check(grammar, languages)
     nullable_cache: dict[int, bool] = {}
 
     def nullable_term(node: ir.Node) -> bool:
         got = nullable_cache.get(id(node))
         if got is None:
-            got = nullable_cache[id(node)] = _nullable_ir(node)
+            got = nullable_cache[id(node)] = languages.nullable(node)
         return got
 
     rules, loops = remove_left_recursion(rules, nullable_term)

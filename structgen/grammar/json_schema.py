@@ -103,6 +103,7 @@ from structgen.errors import (
     UnsupportedKeywordError,
 )
 from structgen.grammar import ir
+from structgen.grammar.languages import Languages
 from structgen.grammar.nesting import (
     MAX_SCHEMA_LEVELS,
     check_nesting,
@@ -1386,8 +1387,10 @@ _MAX_ANY_VALUES = 4096
 
 
 class _Compiler:
-    def __init__(self, schema: Any, options: JsonOptions, deadline: float | None = None, resolver=None):
+    def __init__(self, schema: Any, options: JsonOptions, deadline: float | None = None, resolver=None,
+                 languages: Languages | None = None):
         self.o = options
+        self.languages = languages
         self.style = _Style(options)
         self.root = schema
         self.res = resolver or _Resolver(schema)
@@ -1427,7 +1430,7 @@ class _Compiler:
                 from dataclasses import replace
 
                 opts = replace(self.o, whitespace="compact", indent=None)
-                self._twin = _Compiler(self.root, opts, self.deadline, self.res)
+                self._twin = _Compiler(self.root, opts, self.deadline, self.res, self.languages)
         return self._twin
 
     # -- entry
@@ -2508,7 +2511,11 @@ class _Compiler:
     def _decimal_multiples(self, s: _S, step: Fraction, holes: list) -> ir.Node:
         """Numbers within s's bounds (holes excluded) that are exact multiples of a
         non-integer step, written without exponent (`numbers.decimal_multiples_ir`)."""
-        got = _numbers().decimal_multiples_ir(step, self._number_ranges(s, holes), max_states=_MAX_MOD_STATES)
+        if self.languages is None:  # schema_to_ir called without automata (a grammar-only caller)
+            self.refuse("multipleOf", s.mults[0][2], f"multipleOf {step} needs an automaton (languages=)")
+            return self._number_ranges(s, holes)
+        within = self._number_ranges(s, holes)
+        got = _numbers().decimal_multiples_ir(step, within, self.languages.byte_dfa, max_states=_MAX_MOD_STATES)
         if got is None:
             self.refuse("multipleOf", s.mults[0][2], f"multipleOf {step} needs too large an automaton")
             return self._number_ranges(s, holes)  # lenient: the bounds alone
@@ -3354,17 +3361,21 @@ def _body_excluding(
 # ---------------------------------------------------------------- public API
 
 
-def schema_to_ir(schema: Any, options: JsonOptions | None = None, *, deadline: float | None = None) -> ir.Node:
+def schema_to_ir(schema: Any, options: JsonOptions | None = None, *, deadline: float | None = None,
+                 languages: Languages | None = None) -> ir.Node:
     """Compile a JSON Schema (dict, bool, or JSON text) to the byte-level IR.
 
     Raises SchemaError (invalid schema, with a JSON pointer), UnsupportedKeywordError
     (a keyword that cannot be enforced; recursion), GrammarTooLargeError (state or time
     budget). `deadline` is a `time.monotonic()` instant that overrides options.timeout_s.
+    `languages`: the automata's answers (`automata.languages.AUTOMATA`, as the compiler
+    passes); without them a `multipleOf` with a decimal step is refused as unsupported.
     """
     options = options or JsonOptions()
     schema = parse_schema(schema)
     own = time.monotonic() + options.timeout_s
-    compiler = _Compiler(schema, options, min(own, deadline) if deadline is not None else own)
+    compiler = _Compiler(schema, options, min(own, deadline) if deadline is not None else own,
+                         languages=languages)
     try:
         return compiler.compile_root()
     except RecursionError:  # within the nesting limits this is a bug; still the user's 400

@@ -57,10 +57,11 @@ import math
 import sys
 from decimal import Decimal
 from fractions import Fraction
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 from structgen.errors import SchemaError
 from structgen.grammar import ir
+from structgen.grammar.languages import ByteDFA
 
 __all__ = ["integer_ir", "number_ir", "number_bounds_empty", "decimal_multiples_ir", "JSON_INTEGER", "JSON_NUMBER"]
 
@@ -691,7 +692,8 @@ def number_ir(
     return ir.alt(*parts)
 
 
-def decimal_multiples_ir(step: Fraction, within: ir.Node, *, max_states: int = 20_000) -> ir.Node | None:
+def decimal_multiples_ir(step: Fraction, within: ir.Node, byte_dfa: Callable[[ir.Node], ByteDFA], *,
+                         max_states: int = 20_000) -> ir.Node | None:
     """Number texts without exponent whose exact decimal value is a multiple of `step`
     (> 0; its denominator divides a power of ten, as every JSON number's value does)
     and that the number IR `within` (bounds, see `number_ir`) accepts. None when the
@@ -702,10 +704,8 @@ def decimal_multiples_ir(step: Fraction, within: ir.Node, *, max_states: int = 2
     x * 10**k is an integer multiple of M: its first k fraction digits (padded with
     zeros) end that integer, any later digit is 0, and the integer is 0 modulo M. One
     state per (place in the text, remainder modulo M), crossed with `within`'s own
-    automaton byte by byte, gives a Graph."""
-    from structgen.automata.dfa import LazyDFA  # late: the automata build on this package
-    from structgen.automata.nfa import LazyNFA
-
+    automaton byte by byte (`byte_dfa(within)`, which the caller's automata build),
+    gives a Graph."""
     rest = step.denominator
     for prime in (2, 5):
         while rest % prime == 0:
@@ -718,7 +718,7 @@ def decimal_multiples_ir(step: Fraction, within: ir.Node, *, max_states: int = 2
     modulus = int(step * 10**places)
     if modulus * (places + 3) > max_states:
         return None
-    bounds = LazyDFA(LazyNFA(within, lexemes=False))
+    bounds = byte_dfa(within)
     if bounds.start < 0:
         return ir.NOTHING
     start = (_decimal_start(), bounds.start)

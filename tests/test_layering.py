@@ -1,0 +1,127 @@
+"""The imports run one way. Walks every module of structgen/ and server/ with `ast`, at
+module level and inside functions, and fails on:
+- `structgen.grammar` importing `structgen.automata` or `structgen.engine`;
+- an import of another module's underscore name (dunders such as `__version__` aside);
+- a cycle between modules, but for the one listed in KNOWN_CYCLES (the Python automaton's
+  NFA runs its lexemes on a DFA of its own kind), which is left to undo.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("structgen", "server")
+KNOWN_CYCLES = [{"structgen.automata.dfa", "structgen.automata.nfa"}]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for package in PACKAGES for path in (REPO / package).rglob("*.py")}
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, str | None]]:
+    """(imported module, imported name or None) for every import in the file."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None) for alias in node.names if alias.name.split(".")[0] in PACKAGES]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parents = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parents + ([node.module] if node.module else []))
+            if base.split(".")[0] not in PACKAGES:
+                continue
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.append((submodule, None) if submodule in known else (base, alias.name))
+    return found
+
+
+def graph() -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
+    """(module -> the modules it imports, [(module, from module, underscore name)])."""
+    known = modules()
+    edges: dict[str, set[str]] = {name: set() for name in known}
+    private = []
+    for name, path in known.items():
+        for target, imported in imports(name, path, known):
+            if target in known:
+                edges[name].add(target)
+            if imported and imported.startswith("_") and not imported.startswith("__"):
+                private.append((name, target, imported))
+    return edges, private
+
+
+def cycles(edges: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(component)
+    return found
+
+
+def test_grammar_never_imports_the_automata_or_the_engine():
+    edges, _ = graph()
+    wrong = [(name, target) for name, targets in edges.items() if name.startswith("structgen.grammar")
+             for target in targets if target.startswith(("structgen.automata", "structgen.engine"))]
+    assert not wrong, f"grammar/ imports automata/ or the engine: {wrong}"
+
+
+def test_no_module_imports_another_modules_underscore_names():
+    _, private = graph()
+    assert not private, f"underscore names imported across modules: {private}"
+
+
+def test_no_import_cycles():
+    edges, _ = graph()
+    assert [c for c in cycles(edges) if c not in KNOWN_CYCLES] == []
+
+
+def test_the_checks_see_what_they_look_for():
+    """The walk finds function-level imports, relative imports and cycles."""
+    edges, _ = graph()
+    assert "structgen.automata.dfa" in edges["structgen.automata.nfa"]  # imported inside a method
+    assert "structgen.automata.nfa" in edges["structgen.automata.languages"]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    assert cycles({"a": {"b"}, "b": set()}) == []
