@@ -82,7 +82,7 @@ class AsyncEngine:
         admitted or, over capacity, none (EngineOverloadedError). Bad input raises here, in
         the caller's thread (a 400 before anything is sent)."""
         for prompt_token_ids, params, _ in requests:
-            self.engine._check_prompt(prompt_token_ids, params)
+            self.engine.check_prompt(prompt_token_ids, params)
         with self._lock:
             self.check_capacity(len(requests))
             self._in_flight += len(requests)

@@ -130,7 +130,7 @@ class Engine:
         gives a ready-made Matcher instead. `jump_forward` (default: the engine's setting)
         appends the bytes the grammar forces as one prefill instead of decoding them."""
         params = sampling_params or SamplingParams()
-        prompt = self._check_prompt(prompt_token_ids, params)
+        prompt = self.check_prompt(prompt_token_ids, params)
         request_id = request_id if request_id is not None else f"req-{next(self._ids)}"
         if request_id in self.requests:
             raise InvalidParameterError("request_id", f"{request_id!r} is already in use")
@@ -171,7 +171,7 @@ class Engine:
             self.scheduler.add(request)
         return failed
 
-    def _check_prompt(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> list[int]:
+    def check_prompt(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> list[int]:
         prompt = [int(t) for t in prompt_token_ids]
         if not prompt:
             raise InvalidParameterError("prompt", "the prompt is empty")
