@@ -83,7 +83,7 @@ sys.path.insert(0, str(ROOT))
 import structgen  # noqa: E402
 from structgen import default_model, validation  # noqa: E402
 from structgen.chat import render_chat  # noqa: E402
-from structgen.engine import Engine, SamplingParams  # noqa: E402
+from structgen.engine import Engine, EngineConfig, SamplingParams  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "constrained.json"
 MASKBENCH = ROOT.parent / "shared" / "data" / "maskbench-dev"
@@ -660,7 +660,8 @@ def main(argv=None) -> int:
     # A fixed KV pool: 1 GiB on CPU; 16 GiB on a GPU (over 100k tokens of an 8B shape),
     # which leaves room beside the engine for the baseline's transformers model.
     kv_bytes = (16 << 30) if torch.cuda.is_available() else 1 << 30
-    engine = Engine(args.model, load_format=args.load_format, kv_cache_bytes=kv_bytes, max_num_seqs=32)
+    engine = Engine(EngineConfig(model=args.model, load_format=args.load_format, kv_cache_bytes=kv_bytes,
+                                 max_num_seqs=32))
     results: dict = {"environment": environment(), "model": engine.model_name, "runs": args.runs,
                      "args": {k: str(v) for k, v in vars(args).items()}}
     runners = {

@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from structgen import default_model  # noqa: E402
+from structgen.engine.config import EngineConfig  # noqa: E402
 from structgen.engine.engine import Engine  # noqa: E402
 from structgen.engine.sampling_params import SamplingParams  # noqa: E402
 
@@ -218,7 +219,7 @@ def main(argv=None) -> int:
 
     from transformers import AutoModelForCausalLM
 
-    engine = Engine(kv_cache_bytes=512 << 20)
+    engine = Engine(EngineConfig(kv_cache_bytes=512 << 20))
     folder = default_model.gguf_as_hf_dir(default_model.default_gguf_path())
     hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     tokens = corpus_tokens(engine.tokenizer)
@@ -229,7 +230,7 @@ def main(argv=None) -> int:
         results["batch"] = scenario_batch(engine, hf, tokens, args.runs, rng, args.sequential_runs)
     if "prefix" in scenarios:
         del hf
-        no_cache = Engine(kv_cache_bytes=256 << 20, enable_prefix_caching=False)
+        no_cache = Engine(EngineConfig(kv_cache_bytes=256 << 20, enable_prefix_caching=False))
         results["prefix"] = scenario_prefix(engine, no_cache, tokens, args.runs, rng)
     print()
     print(table(results))

@@ -45,6 +45,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from structgen.engine.config import EngineConfig  # noqa: E402
 from structgen.engine.engine import Engine  # noqa: E402
 from structgen.engine.models.loader import DUMMY_SHAPES  # noqa: E402
 from structgen.engine.sampling_params import SamplingParams  # noqa: E402
@@ -145,8 +146,8 @@ def weight_bytes_per_step(engine: Engine) -> int:
 
 def engine_throughput(batches, args, graphs: bool) -> tuple[dict, dict]:
     started = time.perf_counter()
-    engine = Engine(SHAPE, load_format="dummy", max_num_seqs=max(batches), cuda_graphs=graphs,
-                    max_model_len=args.prompt_len + args.output_len + 64)
+    engine = Engine(EngineConfig(model=SHAPE, load_format="dummy", max_num_seqs=max(batches), cuda_graphs=graphs,
+                                 max_model_len=args.prompt_len + args.output_len + 64))
     info = {"build_s": time.perf_counter() - started, "weight_bytes_per_step": weight_bytes_per_step(engine),
             "kv_bytes_per_token": engine.config.kv_bytes_per_token(2), "num_blocks": engine.blocks.num_blocks,
             "graph_sizes": sorted(engine.runner.decode_graphs.graphs) if graphs else []}

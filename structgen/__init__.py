@@ -14,6 +14,7 @@ from structgen.errors import (
     StructgenError,
     UnsupportedKeywordError,
 )
+from structgen.lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -44,12 +45,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'structgen' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import structgen
 from structgen.engine.async_engine import AsyncEngine
+from structgen.engine.config import EngineConfig
 from structgen.engine.engine import Engine
 from structgen.engine.request import RequestOutput
 from structgen.engine.sampling_params import SamplingParams
@@ -104,7 +105,7 @@ class LLM(_Common):
     """Synchronous, batched generation on an `Engine` (engine options pass through)."""
 
     def __init__(self, model: Any = None, **engine_options: Any):
-        self.engine = Engine(model, **engine_options)
+        self.engine = Engine(EngineConfig(model=model, **engine_options))
 
     def generate(self, prompts: Prompt | list[Prompt], *, max_tokens: int = 256, temperature: float = 0.0,
                  chat: bool = True, system: str | None = None, **sampling: Any) -> Any:
@@ -158,7 +159,7 @@ class AsyncLLM(_Common):
     concurrent calls from many tasks are batched together."""
 
     def __init__(self, model: Any = None, *, max_waiting: int = 512, **engine_options: Any):
-        self.engine = Engine(model, **engine_options)
+        self.engine = Engine(EngineConfig(model=model, **engine_options))
         self._runner = AsyncEngine(self.engine, max_waiting=max_waiting)
 
     async def generate(self, prompt: Prompt, *, max_tokens: int = 256, temperature: float = 0.0,

@@ -413,10 +413,11 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         bar.set_description_str("structgen: loading model")
         _quiet_transformers()
         from structgen.chat import render_chat
+        from structgen.engine.config import EngineConfig
         from structgen.engine.engine import Engine
         from structgen.engine.sampling_params import SamplingParams
 
-        engine = Engine(kv_cache_bytes=64 << 20)
+        engine = Engine(EngineConfig(kv_cache_bytes=64 << 20))
         bar.update(1)
         bar.set_description_str("structgen: compiling grammar")
         grammar = _compile(kind, source, engine.vocab, args.whitespace, generating=True) if kind else None
@@ -484,12 +485,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from structgen import compile_workers, startup
     from structgen.compiler import prepare, set_cache_bytes, start_workers
     from structgen.engine.async_engine import AsyncEngine
+    from structgen.engine.config import EngineConfig
     from structgen.engine.engine import Engine
 
     _quiet_transformers()
     startup.report()
-    engine = Engine(args.model, kv_cache_bytes=args.kv_cache_bytes, max_num_seqs=args.max_num_seqs,
-                    jump_forward=not args.no_jump_forward)
+    engine = Engine(EngineConfig(model=args.model, kv_cache_bytes=args.kv_cache_bytes,
+                                 max_num_seqs=args.max_num_seqs, jump_forward=not args.no_jump_forward))
     runner = AsyncEngine(engine, max_waiting=args.max_waiting)
     app = create_app(runner, model_name=args.served_model_name, api_key=args.api_key,
                      max_body_bytes=args.max_body_bytes,

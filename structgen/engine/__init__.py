@@ -1,11 +1,14 @@
 """The decode engine: paged KV cache, scheduler, model runner, sampler (see DESIGN.md "Engine").
 
-`Engine`, `SamplingParams` and `RequestOutput` are the public names; they are imported
+`Engine`, `EngineConfig`, `SamplingParams` and `RequestOutput` are the public names; they are imported
 lazily so that `import structgen.engine` stays cheap.
 """
 
+from structgen.lazy import lazy_attributes
+
 _LAZY = {
     "Engine": "structgen.engine.engine",
+    "EngineConfig": "structgen.engine.config",
     "PromptTooLongError": "structgen.engine.engine",
     "SamplingParams": "structgen.engine.sampling_params",
     "InvalidParameterError": "structgen.engine.sampling_params",
@@ -15,12 +18,4 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'structgen.engine' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -20,6 +20,7 @@ from structgen.background import engine_threads
 from structgen.startup import phase
 from structgen.engine import kv_cache
 from structgen.engine.block_manager import BlockManager, BlockStats
+from structgen.engine.config import DEFAULT_CPU_KV_BYTES, EngineConfig
 from structgen.engine.detokenizer import IncrementalDetokenizer
 from structgen.engine.jump_forward import RETOKENIZED_TAIL, Jump, plan_jump
 from structgen.engine.masks import MIN_PATIENCE_S, GrammarMasks, patience
@@ -30,9 +31,6 @@ from structgen.engine.sampler import Sampler, SamplerRow
 from structgen.engine.sampling_params import InvalidParameterError, SamplingParams
 from structgen.engine.scheduler import ScheduledChunk, Scheduler
 from structgen.errors import StructgenError
-
-DEFAULT_CPU_KV_BYTES = 1 << 30
-
 
 class PromptTooLongError(StructgenError):
     """A prompt (plus its max_tokens) that can never fit the model's context or KV cache."""
@@ -48,62 +46,46 @@ class EngineStats:
 
 
 class Engine:
-    def __init__(
-        self,
-        model: Any = None,
-        *,
-        tokenizer: Any = None,
-        load_format: str = "auto",
-        dtype: torch.dtype | str | None = None,
-        device: str | None = None,
-        block_size: int = 16,
-        kv_cache_bytes: int | None = None,
-        gpu_memory_utilization: float = 0.85,
-        max_num_seqs: int | None = None,
-        max_num_batched_tokens: int | None = None,
-        max_model_len: int | None = None,
-        enable_prefix_caching: bool = True,
-        attention_backend: str = "auto",
-        jump_forward: bool = True,
-        overlap_masks: bool | None = None,
-        cuda_graphs: bool = True,
-        seed: int = 0,
-    ):
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    def __init__(self, config: EngineConfig | Any = None, **options: Any):
+        """`Engine(EngineConfig(...))`, or `Engine(model, **options)` with the options of
+        `EngineConfig` as keywords."""
+        if not isinstance(config, EngineConfig):
+            config = EngineConfig(model=config, **options)
+        elif options:
+            raise TypeError(f"give the options in the EngineConfig, not beside it: {sorted(options)}")
+        self.engine_config = config
+        self.device = torch.device(config.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         on_gpu = self.device.type == "cuda"
-        self.dtype = _dtype(dtype, on_gpu)
-        loaded = load_model(model, load_format=load_format, dtype=self.dtype, device=self.device,
-                            max_positions=max_model_len, seed=seed)
+        self.dtype = _dtype(config.dtype, on_gpu)
+        loaded = load_model(config.model, load_format=config.load_format, dtype=self.dtype, device=self.device,
+                            max_positions=config.max_model_len, seed=config.seed)
         self.model, self.config, self.model_name = loaded.model, loaded.config, loaded.name
-        self.max_model_len = min(max_model_len or self.config.max_position_embeddings,
+        self.max_model_len = min(config.max_model_len or self.config.max_position_embeddings,
                                  self.config.max_position_embeddings)
-        self.tokenizer, self.vocab = _tokenizer_and_vocab(tokenizer, loaded)
+        self.tokenizer, self.vocab = _tokenizer_and_vocab(config.tokenizer, loaded)
         self._special_token_text = _special_token_text(self.tokenizer, self.vocab)
         self.eos_token_ids = frozenset(self.config.eos_token_ids) | frozenset(
             self.vocab.eos_token_ids if self.vocab is not None else ()
         )
-        self.block_size = block_size
-        num_blocks = self._num_blocks(kv_cache_bytes, gpu_memory_utilization)
-        self.blocks = BlockManager(num_blocks, block_size, enable_prefix_caching)
-        self.scheduler = Scheduler(
-            self.blocks,
-            max_num_seqs=max_num_seqs or (256 if on_gpu else 64),
-            max_num_batched_tokens=max_num_batched_tokens or (8192 if on_gpu else 2048),
-        )
-        with phase(f"allocating the KV cache ({num_blocks} blocks of {block_size} tokens)"):
-            caches = kv_cache.allocate_kv_cache(self.config, num_blocks + 1, block_size, self.dtype, self.device)
-        backend = _backend(attention_backend, on_gpu)
-        self.runner = ModelRunner(self.model, caches, block_size, backend, self.device)
-        if on_gpu and cuda_graphs and getattr(backend, "GRAPH_CAPTURABLE", False):
+        self.block_size = config.block_size
+        num_blocks = self._num_blocks(config.kv_cache_bytes, config.gpu_memory_utilization)
+        self.blocks = BlockManager(num_blocks, self.block_size, config.enable_prefix_caching)
+        self.scheduler = Scheduler(self.blocks, max_num_seqs=config.num_seqs(on_gpu),
+                                   max_num_batched_tokens=config.batched_tokens(on_gpu))
+        with phase(f"allocating the KV cache ({num_blocks} blocks of {self.block_size} tokens)"):
+            caches = kv_cache.allocate_kv_cache(self.config, num_blocks + 1, self.block_size, self.dtype, self.device)
+        backend = _backend(config.attention_backend, on_gpu)
+        self.runner = ModelRunner(self.model, caches, self.block_size, backend, self.device)
+        if on_gpu and config.cuda_graphs and getattr(backend, "GRAPH_CAPTURABLE", False):
             # Decode steps of up to max_num_seqs sequences replay captured graphs.
             with phase("capturing CUDA graphs of decode steps"):
                 self.runner.capture_decode_graphs(self.scheduler.max_num_seqs, self.max_model_len)
         self.sampler = Sampler()
-        self.jump_forward = jump_forward
+        self.jump_forward = config.jump_forward
         # Masks are filled in worker threads (engine.masks); a late one holds up only its
         # own request. They start before the forward pass on GPU, where it runs
         # asynchronously, and after it on CPU, where both would share the same cores.
-        self._masks_first = on_gpu if overlap_masks is None else overlap_masks
+        self._masks_first = on_gpu if config.overlap_masks is None else config.overlap_masks
         words = -(-self.config.vocab_size // 32)
         self.masks = GrammarMasks(words)
         self._held: list[Request] = []  # their logits wait for a late mask
@@ -115,7 +97,7 @@ class Engine:
         self._ids = itertools.count()
         self._steps = 0
         self._preemptions = 0
-        torch.manual_seed(seed)
+        torch.manual_seed(config.seed)
 
     # -- requests -----------------------------------------------------------------------
 
