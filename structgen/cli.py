@@ -482,7 +482,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server.app import create_app
-    from structgen import compile_workers, startup
+    from structgen import cache_info, compile_workers, memory, startup
     from structgen.compiler import prepare, set_cache_bytes, start_workers
     from structgen.engine.async_engine import AsyncEngine
     from structgen.engine.config import EngineConfig
@@ -490,6 +490,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     _quiet_transformers()
     startup.report()
+    memory.limit_arenas()  # before the engine and the server start their threads
     engine = Engine(EngineConfig(model=args.model, kv_cache_bytes=args.kv_cache_bytes,
                                  max_num_seqs=args.max_num_seqs, jump_forward=not args.no_jump_forward))
     runner = AsyncEngine(engine, max_waiting=args.max_waiting)
@@ -508,6 +509,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # stall of every stream. Frozen, the collector skips it.
     gc.collect()
     gc.freeze()
+    memory.keep_releasing(lambda: cache_info()["evictions"])
     print(f"structgen serve: {engine.model_name} on http://{args.host}:{args.port}/v1", file=sys.stderr)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
