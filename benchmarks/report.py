@@ -691,8 +691,11 @@ def render_soak(results_dir: Path) -> list[str]:
     if data is None:
         return []
     r = data["result"]
-    return [f"{data['clients']} clients for {data['minutes']:g} minutes: {soak_summary(r)}",
-            reproduce(f"python benchmarks/soak.py --minutes {data['minutes']:g} --clients {data['clients']}")]
+    server_args = data.get("server_args") or ""
+    options = f" --server-args {shlex.quote(server_args)}" if server_args else ""
+    setup = f" (`structgen serve {server_args}`)" if server_args else ""
+    return [f"{data['clients']} clients for {data['minutes']:g} minutes{setup}: {soak_summary(r)}",
+            reproduce(f"python benchmarks/soak.py --minutes {data['minutes']:g} --clients {data['clients']}{options}")]
 
 
 def soak_summary(r: dict) -> str:

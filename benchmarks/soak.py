@@ -195,7 +195,8 @@ def main(argv=None) -> int:
             raise SystemExit("the soak measures the server's memory: let it start the server (no --url)")
         result = asyncio.run(soak(server.url, server.proc.pid, args))
     ok = report(result)
-    out = {"result": result, "minutes": args.minutes, "clients": args.clients, "compile_budget_s": COMPILE_BUDGET_S,
+    out = {"result": result, "minutes": args.minutes, "clients": args.clients, "server_args": args.server_args,
+           "compile_budget_s": COMPILE_BUDGET_S,
            "time": time.strftime("%Y-%m-%d %H:%M:%S")}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {args.out}")
