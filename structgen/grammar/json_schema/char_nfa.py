@@ -1,0 +1,494 @@
+"""Automata over code points (`CharNFA`): where the IR has no operator for what a
+string keyword needs -- intersecting several patterns, bounding their lengths,
+complementing `patternProperties`, testing property names, first-character sets --
+and their lowering to a JSON string body (`CharNFA.to_ir`).
+
+Owns: regex AST -> epsilon-free NFA (JSON Schema search semantics and anchors), the
+product, union and complement constructions, and the (state, count) graphs that bound
+lengths. Must not know schemas or the compiler: patterns in, NFAs and IR out.
+"""
+
+from __future__ import annotations
+
+from structgen.errors import GrammarTooLargeError
+from structgen.grammar import charset as C
+from structgen.grammar import ir
+from structgen.grammar import regex as rx
+from structgen.grammar.json_schema.graphs import trimmed_graph_ids
+
+# A string pattern under a maxLength of at least this many characters tells the automaton
+# which of its states differ only in their count (`ir.Counted`).
+COUNTED_MIN_LENGTH = 16
+
+
+class CharNFA:
+    """An epsilon-free NFA over code points (edges carry CharSets), built from the
+    regex AST of `structgen.grammar.regex` with JSON Schema `pattern` (search)
+    semantics. Used where the IR has no operator: intersecting several patterns,
+    bounding lengths, testing property names, first-character sets."""
+
+    __slots__ = ("n", "start", "finals", "edges")
+
+    def __init__(self, n: int, start: int, finals: set[int], edges: list[list[tuple[tuple, int]]]):
+        self.n = n
+        self.start = start
+        self.finals = finals
+        self.edges = edges
+
+    # -- construction
+
+    @staticmethod
+    def from_pattern(pattern: str, search: bool = True, cap: int | None = None, budget: int = 1_000_000) -> "CharNFA":
+        """cap=k bounds every unbounded repetition (and the search prefix/suffix) to
+        at most max(min, k) iterations: a SUBSET of the pattern's language."""
+        ast = rx.parse_regex(pattern)
+        chars: list[list[tuple[tuple, int]]] = []
+        eps: list[list[tuple[int, str]]] = []
+
+        def new() -> int:
+            chars.append([])
+            eps.append([])
+            if len(chars) > budget:
+                raise GrammarTooLargeError("pattern automaton too large")
+            return len(chars) - 1
+
+        def build(node, s: int) -> int:
+            if isinstance(node, rx.Chars):
+                e = new()
+                chars[s].append((node.cs, e))
+                return e
+            if isinstance(node, rx.Anchor):
+                e = new()
+                eps[s].append((e, node.kind))
+                return e
+            if isinstance(node, rx.Sequence):
+                cur = s
+                for item in node.items:
+                    cur = build(item, cur)
+                return cur
+            if isinstance(node, rx.Alternation):
+                end = new()
+                for item in node.items:
+                    b = new()
+                    eps[s].append((b, ""))
+                    eps[build(item, b)].append((end, ""))
+                return end
+            if isinstance(node, rx.Quantified):
+                cur = s
+                for _ in range(node.min):
+                    cur = build(node.item, cur)
+                top = node.max
+                if cap is not None:
+                    top = max(node.min, cap if top is None else min(top, cap))
+                if top is None:
+                    hub = new()
+                    eps[cur].append((hub, ""))
+                    b = new()
+                    eps[hub].append((b, ""))
+                    eps[build(node.item, b)].append((hub, ""))
+                    return hub
+                end = new()
+                for _ in range(top - node.min):
+                    eps[cur].append((end, ""))
+                    b = new()
+                    eps[cur].append((b, ""))
+                    cur = build(node.item, b)
+                eps[cur].append((end, ""))
+                return end
+            raise TypeError(f"not a regex AST node: {node!r}")
+
+        def pad(a: int, b: int, loop: int) -> None:
+            """Any characters between `a` and `b` (search semantics): a loop on `loop`,
+            or with a cap, a chain of at most `cap` of them."""
+            if cap is None:
+                chars[loop].append((C.ANY_CHAR, loop))
+                eps[a].append((b, ""))
+                return
+            cur = a
+            for _ in range(cap):
+                eps[cur].append((b, ""))
+                nxt = new()
+                chars[cur].append((C.ANY_CHAR, nxt))
+                cur = nxt
+            eps[cur].append((b, ""))
+
+        s0 = new()
+        r_start = new()
+        if search:
+            pad(s0, r_start, s0)
+        else:
+            eps[s0].append((r_start, ""))
+        r_end = build(ast, r_start)
+        f = new()
+        if search:
+            pad(r_end, f, f)
+        else:
+            eps[r_end].append((f, ""))
+        return CharNFA._eliminate(chars, eps, s0, f)
+
+    @staticmethod
+    def _eliminate(chars, eps, start: int, final: int) -> "CharNFA":
+        """Remove epsilons, resolving anchors with two flags: `started` (a character was
+        consumed: '^' no longer matches) and `ended` ('$' passed: no more characters)."""
+        index: dict[tuple[int, int, int], int] = {}
+        order: list[tuple[int, int, int]] = []
+
+        def sid(key) -> int:
+            got = index.get(key)
+            if got is None:
+                got = index[key] = len(order)
+                order.append(key)
+            return got
+
+        closure_cache: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
+
+        def closure(key):
+            got = closure_cache.get(key)
+            if got is not None:
+                return got
+            seen = {key}
+            stack = [key]
+            while stack:
+                q, st, en = stack.pop()
+                for dst, kind in eps[q]:
+                    if kind == "^" and st:
+                        continue
+                    nk = (dst, st, 1 if kind == "$" else en)
+                    if nk not in seen:
+                        seen.add(nk)
+                        stack.append(nk)
+            closure_cache[key] = out = list(seen)
+            return out
+
+        edges: list[list[tuple[tuple, int]]] = []
+        finals: set[int] = set()
+        sid((start, 0, 0))
+        i = 0
+        while i < len(order):
+            key = order[i]
+            out: dict[int, list] = {}
+            for q, st, en in closure(key):
+                if q == final:
+                    finals.add(i)
+                if en:
+                    continue
+                for cs, dst in chars[q]:
+                    out.setdefault(sid((dst, 1, 0)), []).append(cs)
+            edges.append([(C.union(*css), d) for d, css in out.items()])
+            i += 1
+        return CharNFA(len(order), 0, finals, edges).trim()
+
+    def trim(self) -> "CharNFA":
+        """Keep states that are reachable and can reach a final state; renumber."""
+        reach = {self.start}
+        stack = [self.start]
+        while stack:
+            s = stack.pop()
+            for _, d in self.edges[s]:
+                if d not in reach:
+                    reach.add(d)
+                    stack.append(d)
+        rev: dict[int, list[int]] = {}
+        for s in reach:
+            for _, d in self.edges[s]:
+                rev.setdefault(d, []).append(s)
+        live = {f for f in self.finals if f in reach}
+        stack = list(live)
+        while stack:
+            d = stack.pop()
+            for s in rev.get(d, ()):
+                if s not in live:
+                    live.add(s)
+                    stack.append(s)
+        if self.start not in live:
+            return CharNFA(1, 0, set(), [[]])
+        ids = {s: k for k, s in enumerate(sorted(live))}
+        edges = [[(cs, ids[d]) for cs, d in self.edges[s] if d in live] for s in sorted(live)]
+        return CharNFA(len(ids), ids[self.start], {ids[f] for f in live if f in self.finals}, edges)
+
+    # -- queries
+
+    def is_empty(self) -> bool:
+        return not self.finals
+
+    def matches(self, text: str) -> bool:
+        cur = {self.start}
+        for ch in text:
+            cp = ord(ch)
+            nxt = set()
+            for s in cur:
+                for cs, d in self.edges[s]:
+                    if C.contains(cs, cp):
+                        nxt.add(d)
+            if not nxt:
+                return False
+            cur = nxt
+        return bool(cur & self.finals)
+
+    def first_chars(self):
+        return C.union(*(cs for cs, _ in self.edges[self.start])) if self.edges[self.start] else C.NO_CHAR
+
+    def length_range(self) -> tuple[int, int | None]:
+        """Shortest and longest accepted length in code points (None = unbounded)."""
+        if not self.finals:
+            return (0, 0)
+        dist = {self.start: 0}
+        frontier = [self.start]
+        shortest = 0 if self.start in self.finals else None
+        d = 0
+        while frontier and shortest is None:
+            d += 1
+            nxt = []
+            for s in frontier:
+                for _, t in self.edges[s]:
+                    if t not in dist:
+                        dist[t] = d
+                        nxt.append(t)
+                        if t in self.finals and shortest is None:
+                            shortest = d
+            frontier = nxt
+        # longest: a cycle among (trimmed) states means unbounded
+        color: dict[int, int] = {}
+        longest: dict[int, int] = {}
+        order: list[int] = []
+        stack = [(self.start, 0)]
+        while stack:
+            s, k = stack.pop()
+            if k == 0:
+                if color.get(s) == 2:
+                    continue
+                if color.get(s) == 1:
+                    continue
+                color[s] = 1
+                stack.append((s, 1))
+                for _, t in self.edges[s]:
+                    c = color.get(t)
+                    if c == 1:
+                        return (shortest or 0, None)
+                    if c is None:
+                        stack.append((t, 0))
+            else:
+                color[s] = 2
+                order.append(s)
+        for s in order:  # post-order: successors first
+            best = 0 if s in self.finals else -1
+            for _, t in self.edges[s]:
+                if longest.get(t, -1) >= 0:
+                    best = max(best, longest[t] + 1)
+            longest[s] = best
+        return (shortest or 0, max(longest.get(self.start, 0), 0))
+
+    def intersect(self, other: "CharNFA") -> "CharNFA":
+        index = {(self.start, other.start): 0}
+        order = [(self.start, other.start)]
+        edges: list[list[tuple[tuple, int]]] = []
+        finals: set[int] = set()
+        i = 0
+        while i < len(order):
+            a, b = order[i]
+            if a in self.finals and b in other.finals:
+                finals.add(i)
+            out = []
+            for cs1, a2 in self.edges[a]:
+                for cs2, b2 in other.edges[b]:
+                    cs = C.intersect(cs1, cs2)
+                    if cs:
+                        key = (a2, b2)
+                        if key not in index:
+                            index[key] = len(order)
+                            order.append(key)
+                        out.append((cs, index[key]))
+            edges.append(out)
+            i += 1
+            if len(order) > 200_000:
+                raise GrammarTooLargeError("intersection of string patterns is too large")
+        return CharNFA(len(order), 0, finals, edges).trim()
+
+    def union(self, other: "CharNFA") -> "CharNFA":
+        """Accepts what either accepts (a fresh start copying both starts' edges)."""
+        off = self.n
+        edges = [list(e) for e in self.edges] + [[(cs, d + off) for cs, d in e] for e in other.edges]
+        start_edges = list(self.edges[self.start]) + [(cs, d + off) for cs, d in other.edges[other.start]]
+        edges.append(start_edges)
+        finals = set(self.finals) | {f + off for f in other.finals}
+        if self.start in self.finals or other.start in other.finals:
+            finals.add(self.n + other.n)
+        return CharNFA(self.n + other.n + 1, self.n + other.n, finals, edges)
+
+    def complement(self, limit: int = 20_000) -> "CharNFA":
+        """Every string this NFA rejects: subset construction over code point atoms
+        into a complete DFA (with a dead state), finals flipped."""
+        top = C.MAX_CODE_POINT + 1
+        start = frozenset([self.start])
+        index = {start: 0}
+        order = [start]
+        edges: list[list] = []
+        accepting: set[int] = set()
+        i = 0
+        while i < len(order):
+            cur = order[i]
+            if cur & self.finals:
+                accepting.add(i)
+            pairs = [(cs, d) for q in cur for cs, d in self.edges[q]]
+            cuts = {0, top}
+            for cs, _ in pairs:
+                for lo, hi in cs:
+                    cuts.add(lo)
+                    cuts.add(hi + 1)
+            cuts = sorted(cuts)
+            groups: dict[frozenset, list] = {}
+            for a, b in zip(cuts, cuts[1:]):
+                tgt = frozenset(d for cs, d in pairs if C.contains(cs, a))
+                groups.setdefault(tgt, []).append((a, b - 1))
+            out = []
+            for tgt, ranges in groups.items():
+                if tgt not in index:
+                    index[tgt] = len(order)
+                    order.append(tgt)
+                    if len(order) > limit:
+                        raise GrammarTooLargeError("complement of patternProperties patterns is too large")
+                out.append((C.charset(ranges), index[tgt]))
+            edges.append(out)
+            i += 1
+        finals = {k for k in range(len(order)) if k not in accepting}
+        return CharNFA(len(order), 0, finals, edges).trim()
+
+    @staticmethod
+    def any_string() -> "CharNFA":
+        return CharNFA(1, 0, {0}, [[(C.ANY_CHAR, 0)]])
+
+    def to_ir(self, min_len: int = 0, max_len: int | None = None, *, max_states: int = 2_000_000, tick=None) -> ir.Node:
+        """JSON string body (no quotes) of the accepted strings whose length (code
+        points) is within [min_len, max_len]: a Graph, each edge one JSON char."""
+        cap = max_len if max_len is not None else min_len
+        if self.n * (cap + 1) > max_states:
+            raise GrammarTooLargeError(
+                f"string pattern with length bounds needs {self.n * (cap + 1):,} states (over {max_states:,})"
+            )
+        targets = self._targets()
+        order, _, merged = self._count_product(targets, cap, max_len, tick)
+        finals = [k for k, (s, c) in enumerate(order) if s in self.finals and c >= min_len]
+        if not finals:
+            return ir.NOTHING
+        # trim states that cannot reach a final
+        live = ir.reaching(finals, [(a, b) for a, b, _ in merged])
+        if 0 not in live:
+            return ir.NOTHING
+        labels: dict = {}
+
+        def label(css: list) -> ir.Node:
+            cs = css[0] if len(css) == 1 else C.union(*css)
+            got = labels.get(cs)
+            if got is None:
+                got = labels[cs] = C.json_char_ir(cs)
+            return got
+
+        edges = [(a, b, label(css)) for a, b, css in merged if a in live and b in live]
+        graph, ids = trimmed_graph_ids(len(order), 0, finals, edges)
+        if max_len is not None and max_len >= COUNTED_MIN_LENGTH and isinstance(graph, ir.Graph):
+            graph.counted = self._counted(targets, order, ids, min_len, max_len, label)
+        return graph
+
+    def _targets(self) -> list[list[tuple[int, list]]]:
+        """Per state: each next state, with the char sets of the edges that lead there
+        (parallel edges merged), in the order of the edges."""
+        out = []
+        for s in range(self.n):
+            by_target: dict[int, list] = {}
+            for cs, t in self.edges[s]:
+                by_target.setdefault(t, []).append(cs)
+            out.append(list(by_target.items()))
+        return out
+
+    def _count_product(self, targets: list[list[tuple[int, list]]], cap: int, stop: int | None = None,
+                       tick=None) -> tuple[list[tuple[int, int]], dict, list[tuple[int, int, list]]]:
+        """The graph over (state, characters read) pairs reachable from (start, 0), the
+        count saturating at `cap` and no pair left once its count reaches `stop`: the
+        pairs by number (in the order met), their numbers, and the edges between
+        numbers with the char sets of each (`targets`, from `_targets`)."""
+        index: dict[tuple[int, int], int] = {(self.start, 0): 0}
+        pairs = [(self.start, 0)]
+        edges: list[tuple[int, int, list]] = []
+        for i, (s, c) in enumerate(pairs):  # (grows while it runs)
+            if tick is not None and not (i + 1) & 1023:
+                tick()
+            if stop is not None and c >= stop:
+                continue
+            c2 = min(c + 1, cap)
+            for t, css in targets[s]:
+                key = (t, c2)
+                if key not in index:
+                    index[key] = len(pairs)
+                    pairs.append(key)
+                edges.append((i, index[key], css))
+        return pairs, index, edges
+
+    def _counted(self, targets: list, order: list[tuple[int, int]], ids: dict[int, int], min_len: int,
+                 max_len: int, label) -> ir.Counted | None:
+        """The ir.Counted of the graph `to_ir` built over (pattern state, count) pairs
+        `order` (kept ones renumbered by `ids`). The twin counts only up to `min_len`
+        (a state per (pattern state, min(count, min_len))), its labels made by `label`
+        as the counted graph's were (so the same nodes)."""
+        pairs, index, edges = self._count_product(targets, min_len)
+        finals = [i for i, (s, k) in enumerate(pairs) if s in self.finals and k == min_len]
+        twin, twin_ids = trimmed_graph_ids(len(pairs), 0, finals, [(a, b, label(css)) for a, b, css in edges])
+        if not isinstance(twin, ir.Graph):
+            return None
+        # the most characters a live twin state still needs to reach an end
+        need = {f: 0 for f in twin.finals}
+        back: dict[int, list[int]] = {}
+        for a, b, _ in twin.edges:
+            back.setdefault(b, []).append(a)
+        frontier = list(twin.finals)
+        while frontier:  # breadth first: each state's shortest way to an end
+            reached = []
+            for b in frontier:
+                for a in back.get(b, ()):
+                    if a not in need:
+                        need[a] = need[b] + 1
+                        reached.append(a)
+            frontier = reached
+        twin_state = [-1] * len(ids)
+        count = [0] * len(ids)
+        for k, new in ids.items():
+            s, c = order[k]
+            twin_state[new] = twin_ids.get(index.get((s, min(c, min_len)), -1), -1)
+            count[new] = c
+        return ir.Counted(twin, twin_state, count, max_len - max(need.values()))
+
+
+def excluding_nfa(names: list[str], first=None, allow_empty: bool = True) -> CharNFA:
+    """Char NFA (a DFA, in fact) of every string not in `names`; with `first`, the
+    first character must be in that set (the empty string only if allow_empty)."""
+    trie: list[dict] = [{}]
+    terminal: set[int] = set()
+    for name in names:
+        t = 0
+        for ch in name:
+            nxt = trie[t].get(ch)
+            if nxt is None:
+                nxt = len(trie)
+                trie.append({})
+                trie[t][ch] = nxt
+            t = nxt
+        terminal.add(t)
+    sink = len(trie)
+    edges: list[list] = []
+    for t, children in enumerate(trie):
+        allowed = first if (t == 0 and first is not None) else C.ANY_CHAR
+        out = [(C.charset([ord(ch)]), d) for ch, d in children.items() if C.contains(allowed, ord(ch))]
+        other = C.difference(allowed, C.charset(ord(ch) for ch in children))
+        if other:
+            out.append((other, sink))
+        edges.append(out)
+    edges.append([(C.ANY_CHAR, sink)])
+    finals = {t for t in range(len(trie)) if t not in terminal and (t != 0 or allow_empty)} | {sink}
+    return CharNFA(len(trie) + 1, 0, finals, edges).trim()
+
+def length_nfa(lo: int, hi: int | None) -> CharNFA:
+    if hi is None:
+        n = lo + 1
+        edges = [[(C.ANY_CHAR, min(i + 1, lo))] for i in range(n)]
+        return CharNFA(n, 0, {lo}, edges)
+    edges = [[(C.ANY_CHAR, i + 1)] if i < hi else [] for i in range(hi + 1)]
+    return CharNFA(hi + 1, 0, set(range(lo, hi + 1)), edges)
