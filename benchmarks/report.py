@@ -837,7 +837,8 @@ def headline_startup(results_dir: Path) -> list[str]:
         r = data["result"]
         fives = sum(n for outcome, n in r["outcomes"].items() if outcome.split(": ", 1)[1].startswith("5"))
         rows += [[f"soak, {data['minutes']:g} minutes at {data['clients']} clients",
-                  f"memory {100 * r['growth_peak']:+.1f}% after ten minutes, {fives} 5xx"]]
+                  f"memory vs minute ten: {100 * r['growth_end']:+.1f}% at the end, {100 * r['growth_peak']:+.1f}% "
+                  f"at peak; {fives} 5xx"]]
     return [table(["on 2 cores", "result"], rows)] if rows else []
 
 
