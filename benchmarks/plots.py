@@ -388,6 +388,10 @@ def draw_soak_memory(data: dict, caption: str) -> Figure | None:
     minutes, rss, cache = zip(*((sample[0] / 60, sample[1], sample[2]) for sample in result["memory_mb"]))
     figure, ax = plt.subplots(figsize=(8, 4.5))
     ax.plot(minutes, rss, color=FAMILY_COLORS["structgen"], label="server + compile workers, resident")
+    workers = [sample[3] if len(sample) > 3 else None for sample in result["memory_mb"]]
+    if any(mb is not None for mb in workers):
+        ax.plot(minutes, [float("nan") if mb is None else mb for mb in workers], color="tab:olive",
+                label="compile workers, resident")
     if any(mb is not None for mb in cache):
         ax.plot(minutes, [float("nan") if mb is None else mb for mb in cache], color="tab:gray",
                 label="grammar cache (its own count)")

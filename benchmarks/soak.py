@@ -45,18 +45,21 @@ TIMEOUT_S = 600.0  # 32 clients share 2 cores: a request may queue for minutes, 
 GROWTH_LIMIT = 0.05
 
 
-def process_tree_rss_mb(pid: int) -> float | None:
-    """Resident memory of `pid` and its children (the compile workers), in MB (Linux)."""
-    total, pids = 0, [pid, *_children(pid)]
-    for each in pids:
-        try:
-            status = Path(f"/proc/{each}/status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1])
-    return total / 1024 if total else None
+def server_and_workers_rss_mb(pid: int) -> tuple[float | None, float]:
+    """Resident memory of `pid`, and of its children together, in MB (Linux)."""
+    workers = sum(_rss_mb(child) or 0.0 for child in _children(pid))
+    return _rss_mb(pid), workers
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return None
 
 
 def _children(pid: int) -> list[int]:
@@ -113,20 +116,29 @@ async def client_loop(http: httpx.AsyncClient, traffic: Traffic, deadline: float
 
 async def sample_memory(http: httpx.AsyncClient, pid: int, started: float, deadline: float, every_s: float,
                         samples: list) -> None:
-    """(seconds, resident MB, grammar cache MB by its own count) every `every_s`."""
+    """Every `every_s`: (seconds, resident MB of the server and its workers, grammar cache
+    MB by its own count, the workers' resident MB, evicted grammars still in use in MB)."""
     while time.monotonic() < deadline:
-        rss = process_tree_rss_mb(pid)
-        if rss is not None:
-            samples.append((round(time.monotonic() - started, 1), round(rss, 1), await cache_mb(http)))
+        server, workers = server_and_workers_rss_mb(pid)
+        if server is not None:
+            cache, evicted_in_use = await cache_mb(http)
+            samples.append((round(time.monotonic() - started, 1), round(server + workers, 1), cache,
+                            round(workers, 1), evicted_in_use))
         await asyncio.sleep(every_s)
 
 
-async def cache_mb(http: httpx.AsyncClient) -> float | None:
+async def cache_mb(http: httpx.AsyncClient) -> tuple[float | None, float | None]:
+    """The grammar cache's bytes, and its evicted grammars still in use, by its own count (MB)."""
     try:
         text = (await http.get("/metrics", timeout=30)).text
     except httpx.HTTPError:
-        return None
-    match = re.search(r"^structgen_grammar_cache_bytes (\S+)$", text, re.MULTILINE)
+        return None, None
+    return (_gauge_mb(text, "structgen_grammar_cache_bytes"),
+            _gauge_mb(text, "structgen_grammar_cache_evicted_in_use_bytes"))
+
+
+def _gauge_mb(metrics: str, name: str) -> float | None:
+    match = re.search(rf"^{name} (\S+)$", metrics, re.MULTILINE)
     return round(float(match.group(1)) / 2**20, 1) if match else None
 
 
@@ -148,7 +160,7 @@ async def soak(url: str, pid: int, args) -> dict:
 
 def growth(samples: list[tuple], settle_s: float) -> dict:
     """Memory at the settle time, at the end and at its peak after it, and the growth."""
-    settled = [rss for at, rss, _ in samples if at >= settle_s]
+    settled = [sample[1] for sample in samples if sample[0] >= settle_s]
     if not settled:
         return {"settled_mb": None, "end_mb": None, "peak_after_settle_mb": None, "growth_end": None,
                 "growth_peak": None}

@@ -49,5 +49,8 @@ class GrammarCacheCollector:
         yield GaugeMetricFamily("structgen_grammar_cache_budget_bytes", "the grammar cache's memory budget",
                                 value=info["budget_bytes"])
         yield GaugeMetricFamily("structgen_grammar_cache_entries", "grammars in the cache", value=info["size"])
+        yield GaugeMetricFamily("structgen_grammar_cache_evicted_in_use_bytes",
+                                "memory held by evicted grammars that running requests still use (counted "
+                                "against the budget)", value=info["evicted_in_use_bytes"])
         yield CounterMetricFamily("structgen_grammar_cache_evictions", "grammars evicted to stay within the budget",
                                   value=info["evictions"])

@@ -26,12 +26,14 @@ import threading
 import time
 from typing import Any, Callable
 
+from structgen import memory
 from structgen.background import lower_this_thread
 from structgen.errors import CompileCancelledError, GrammarTooLargeError
 
 DEFAULT_WORKERS = 2
 PARENT_CHECK_S = 1.0
 CANCEL_CHECK_S = 0.05  # how often a waiting compile looks at its cancel event
+RELEASE_ABOVE_BYTES = 32 << 20
 
 _SPAWN = multiprocessing.get_context("spawn")  # the server has threads (torch's): forking it is not safe
 _idle: queue.Queue | None = None  # the free workers; a None in it is a slot whose process must be started
@@ -160,6 +162,7 @@ def _serve(conn, server: int, warm_up: Callable[[], Any] | None) -> None:
     _init_worker(server)
     if warm_up is not None:
         warm_up()
+    resident_after_warm_up = memory.resident_bytes()
     while True:
         try:
             fn, args = conn.recv()
@@ -173,6 +176,17 @@ def _serve(conn, server: int, warm_up: Callable[[], Any] | None) -> None:
             conn.send(reply)
         except Exception as error:  # a result or an error that does not pickle
             conn.send((False, RuntimeError(f"a compile worker could not send back its answer: {error!r}")))
+        del reply
+        _release_if_grown(resident_after_warm_up)
+
+
+def _release_if_grown(baseline: int | None) -> None:
+    """After the reply is sent: a job that built a large IR leaves its freed memory in
+    the worker's heap; give it back once the worker holds RELEASE_ABOVE_BYTES more than
+    after its warm-up, so that an idle worker does not sit on a past job's peak."""
+    now = memory.resident_bytes()
+    if baseline is not None and now is not None and now > baseline + RELEASE_ABOVE_BYTES:
+        memory.release_freed_memory()
 
 
 def _init_worker(server: int) -> None:

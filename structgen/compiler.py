@@ -16,6 +16,7 @@ import os
 import re
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -55,10 +56,13 @@ WARM_MAX_S = 0.1
 DEFAULT_WARM_S = None  # the automatic budget above; 0 leaves every mask to its first use
 # The compiled-grammar cache holds at most this much memory (grammars grow as they are
 # used, so it is checked at every lookup); the least recently used go first. An evicted
-# grammar keeps serving the requests that hold it.
+# grammar keeps serving the requests that hold it, and until they let it go its memory
+# still counts against the budget: otherwise 32 streams each holding a large evicted
+# grammar would sit on top of a full cache.
 DEFAULT_CACHE_BYTES = min(4 << 30, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 8)
 
 _cache: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
+_evicted_in_use: "weakref.WeakSet[CompiledGrammar]" = weakref.WeakSet()  # dropped, still held by requests
 _cache_lock = threading.Lock()
 _cache_stats = {"hits": 0, "misses": 0, "evictions": 0}
 _cache_budget = {"bytes": DEFAULT_CACHE_BYTES}
@@ -67,6 +71,7 @@ _cache_budget = {"bytes": DEFAULT_CACHE_BYTES}
 def clear_cache() -> None:
     with _cache_lock:
         _cache.clear()
+        _evicted_in_use.clear()
 
 
 def set_cache_bytes(budget: int) -> None:
@@ -81,6 +86,7 @@ def set_cache_bytes(budget: int) -> None:
 def cache_info() -> dict:
     with _cache_lock:
         return {"size": len(_cache), "bytes": _cache_bytes_locked(), "budget_bytes": _cache_budget["bytes"],
+                "evicted_in_use": len(_evicted_in_use), "evicted_in_use_bytes": _evicted_in_use_bytes_locked(),
                 **_cache_stats}
 
 
@@ -137,6 +143,9 @@ def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar
     grammar = build()
     grammar.stats["cache_key"] = key[:2]
     with _cache_lock:
+        replaced = _cache.get(key)
+        if replaced is not None and replaced is not grammar:  # exhausted, or built twice at once
+            _evicted_in_use.add(replaced)
         _cache[key] = grammar
         _evict_locked(keep=key)
     return grammar
@@ -146,16 +155,25 @@ def _cache_bytes_locked() -> int:
     return sum(grammar.nbytes() for grammar in _cache.values())
 
 
+def _evicted_in_use_bytes_locked() -> int:
+    return sum(grammar.nbytes() for grammar in list(_evicted_in_use))
+
+
 def _evict_locked(keep: tuple | None = None) -> None:
-    """Drop the least recently used grammars until the cache fits its budget (the one
-    just used stays, whatever its size)."""
-    total = _cache_bytes_locked()
+    """Drop the least recently used grammars until the cache, plus the evicted grammars
+    requests still hold, fits the budget (the one just used stays, whatever its size)."""
+    total = _cache_bytes_locked() + _evicted_in_use_bytes_locked()
     for key in list(_cache):
         if total <= _cache_budget["bytes"]:
             break
         if key != keep:
-            total -= _cache.pop(key).nbytes()
+            evicted = _cache.pop(key)
+            size, still_held = evicted.nbytes(), weakref.ref(evicted)
+            _evicted_in_use.add(evicted)  # leaves the set when the last request lets it go
+            del evicted
             _cache_stats["evictions"] += 1
+            if still_held() is None:
+                total -= size
 
 
 @dataclass

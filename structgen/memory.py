@@ -6,14 +6,16 @@ many grammars from several threads then holds memory it no longer uses, and its 
 size creeps up: during the soak, `malloc_trim` gave back 460 MB of a 6.2 GB server that
 kept its grammar cache at its budget. Owns `limit_arenas` (at most a few arenas, set
 before the server starts its threads) and `release_freed_memory`, which a daemon thread
-started by `keep_releasing` calls after the grammar cache has evicted. Elsewhere than
-glibc both do nothing.
+started by `keep_releasing` calls after the grammar cache has evicted, and a compile
+worker after a job that left it holding much more than before (`resident_bytes`).
+Elsewhere than glibc they do nothing.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import threading
 import time
 from typing import Callable
@@ -21,6 +23,7 @@ from typing import Callable
 M_ARENA_MAX = -8  # mallopt's parameter number (malloc.h)
 ARENAS = 4
 RELEASE_EVERY_S = 20.0
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
 def _glibc():
@@ -42,6 +45,15 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
 def release_freed_memory() -> bool:
     """Return the freed parts of every arena to the system; whether any was returned."""
     return _LIBC is not None and bool(_LIBC.malloc_trim(0))
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory (Linux), else None."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def keep_releasing(freed_since: Callable[[], int], every_s: float = RELEASE_EVERY_S) -> threading.Thread | None:

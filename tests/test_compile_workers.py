@@ -5,6 +5,7 @@ type and JSON pointer, and a worker that dies fails only its own compile."""
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -190,3 +191,36 @@ def test_a_client_that_leaves_mid_compile_cancels_it(tmp_path):
                                              "json_schema": {"name": "s", "schema": {"enum": ["yes", "no"]}}}}
         reply = httpx.post(url + "/v1/chat/completions", json=small, timeout=120)
         assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] in ('"yes"', '"no"')
+
+
+def allocate_and_free_a_pinned_burst() -> int:
+    """A job that leaves its heap full of freed chunks, pinned by small ones it keeps (as
+    a large IR's build does); returns the worker's resident bytes at its peak."""
+    from structgen import memory
+
+    big, small = [], []
+    for _ in range(3000):  # 64 KiB chunks, each followed by a small one kept
+        big.append(bytearray(64 << 10))
+        small.append(bytearray(64))
+    _PINNED.append(small)
+    peak = memory.resident_bytes()
+    big.clear()
+    return peak
+
+
+_PINNED: list = []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_a_worker_gives_back_what_a_large_job_freed():
+    from structgen import memory
+
+    compile_workers.start(1)
+    try:
+        idle = compile_workers.run(memory.resident_bytes)
+        peak = compile_workers.run(allocate_and_free_a_pinned_burst)
+        after = compile_workers.run(memory.resident_bytes)
+    finally:
+        compile_workers.stop()
+    assert peak - idle > 150 << 20  # the burst was resident
+    assert after - idle < 50 << 20, (idle >> 20, peak >> 20, after >> 20)

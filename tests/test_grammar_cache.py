@@ -1,6 +1,7 @@
 """The compiled-grammar cache is bounded by memory: grammars are measured as they grow,
 the least recently used are evicted past the budget, an evicted grammar keeps serving
-whoever holds it, and one grammar's masks stop growing at their cap."""
+whoever holds it and counts against the budget until they let it go, and one grammar's
+masks stop growing at their cap."""
 
 from __future__ import annotations
 
@@ -37,22 +38,38 @@ def test_grammars_grow_and_the_cache_counts_their_bytes(smollm2_vocab, smollm2_t
 
 def test_the_least_recently_used_go_first_and_an_evicted_grammar_still_serves(smollm2_vocab, smollm2_tokenizer,
                                                                               small_budget):
-    grammars = [structgen.compile_json_schema(schema(i), smollm2_vocab) for i in range(3)]
-    structgen.compile_json_schema(schema(0), smollm2_vocab)  # now the most recently used
+    sizes = [structgen.compile_json_schema(schema(i), smollm2_vocab).nbytes() for i in range(3)]
+    first = structgen.compile_json_schema(schema(0), smollm2_vocab)  # now the most recently used
     evictions = structgen.cache_info()["evictions"]
-    budget = grammars[0].nbytes() + grammars[2].nbytes()
+    budget = sizes[0] + sizes[2]
     structgen.set_cache_bytes(budget)
     info = structgen.cache_info()
     assert info["bytes"] <= budget and info["evictions"] == evictions + 1 and info["size"] == 2
-    assert structgen.compile_json_schema(schema(0), smollm2_vocab) is grammars[0]
-    assert structgen.compile_json_schema(schema(2), smollm2_vocab) is grammars[2]
-    held = grammars[1].matcher()  # evicted, still whole
-    for token in smollm2_tokenizer.encode('{"field1": "x"}', add_special_tokens=False):
-        assert held.accept_token(token)
-    assert held.is_accepting()
-    assert structgen.compile_json_schema(schema(1), smollm2_vocab) is not grammars[1]
+    assert info["evicted_in_use"] == 0  # nothing held schema 1's grammar: it is gone
+    assert structgen.compile_json_schema(schema(0), smollm2_vocab) is first
     structgen.set_cache_bytes(0)
     assert structgen.cache_info()["size"] == 0
+    held = first.matcher()  # evicted, still whole
+    for token in smollm2_tokenizer.encode('{"field0": "x"}', add_special_tokens=False):
+        assert held.accept_token(token)
+    assert held.is_accepting()
+    assert structgen.compile_json_schema(schema(0), smollm2_vocab) is not first
+
+
+def test_an_evicted_grammar_in_use_counts_against_the_budget_until_released(smollm2_vocab, small_budget):
+    in_use = structgen.compile_json_schema(schema(1), smollm2_vocab)
+    held, in_use_bytes = in_use.matcher(), in_use.nbytes()
+    del in_use
+    other_bytes = structgen.compile_json_schema(schema(0), smollm2_vocab).nbytes()  # the most recently used
+    structgen.set_cache_bytes(in_use_bytes + other_bytes - 1)
+    # schema 1's grammar went first, but a request still holds it: schema 0's had to go too
+    info = structgen.cache_info()
+    assert info["size"] == 0 and info["evicted_in_use"] == 1 and info["evicted_in_use_bytes"] == in_use_bytes
+    del held
+    info = structgen.cache_info()
+    assert info["evicted_in_use"] == 0 and info["evicted_in_use_bytes"] == 0
+    structgen.compile_json_schema(schema(0), smollm2_vocab)
+    assert structgen.cache_info()["size"] == 1  # with the held one released, it fits again
 
 
 def test_a_grammar_forgets_its_oldest_masks_past_its_cap(smollm2_vocab, smollm2_tokenizer, monkeypatch):

@@ -15,6 +15,7 @@ import openai
 import pytest
 import uvicorn
 
+import structgen
 from server.app import create_app
 from structgen.engine import Engine
 from structgen.engine.async_engine import AsyncEngine, wait_until_idle
@@ -298,11 +299,29 @@ def test_metrics_are_exposed(live, client, model):
                  "structgen_kv_blocks_used", "structgen_grammar_compile_seconds_count",
                  "structgen_fast_forwarded_tokens_total", "structgen_queue_depth", "structgen_grammar_cache_bytes",
                  "structgen_grammar_cache_budget_bytes", "structgen_grammar_cache_entries",
-                 "structgen_grammar_cache_evictions_total"):
+                 "structgen_grammar_cache_evictions_total", "structgen_grammar_cache_evicted_in_use_bytes"):
         assert name in text, name
     cache = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
              if line.startswith("structgen_grammar_cache_") and not line.startswith("#")}
-    assert cache["structgen_grammar_cache_bytes"] <= cache["structgen_grammar_cache_budget_bytes"]
+    assert (cache["structgen_grammar_cache_bytes"] + cache["structgen_grammar_cache_evicted_in_use_bytes"]
+            <= cache["structgen_grammar_cache_budget_bytes"])
+
+
+def test_finished_requests_let_go_of_their_evicted_grammars(live, client, model, runner):
+    """With a budget of 0 every grammar is evicted as soon as it is compiled; once the
+    requests are done, none is still held (nothing keeps a finished request's matcher)."""
+    before = structgen.cache_info()["budget_bytes"]
+    structgen.set_cache_bytes(0)
+    try:
+        for i in range(3):
+            schema = {"type": "object", "properties": {f"k{i}": {"type": "integer"}}, "required": [f"k{i}"]}
+            client.chat.completions.create(model=model, messages=PARIS, max_tokens=20,
+                                           response_format=json_format(schema))
+        assert wait_until_idle(runner, timeout=30)
+        info = structgen.cache_info()
+        assert info["evictions"] >= 2 and info["evicted_in_use"] == 0, info  # the last one just used stays
+    finally:
+        structgen.set_cache_bytes(before)
 
 
 def test_api_key_is_enforced(runner):
