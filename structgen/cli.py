@@ -140,6 +140,13 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--api-key", default=os.environ.get("STRUCTGEN_API_KEY"),
                        help="require 'Authorization: Bearer KEY' (default: $STRUCTGEN_API_KEY)")
     serve.add_argument("--kv-cache-bytes", type=_positive_int, default=None)
+    serve.add_argument("--quantization", default=None, metavar="{int8,int4,fp8,float}",
+                       help="store the weights as int8 (one scale per output channel), int4 (a scale "
+                       "and zero per group of input columns), fp8 (GPUs of compute capability 8.9 "
+                       "and up) or float (unquantized); default: as the checkpoint stores them (a "
+                       "GGUF file's 4- and 8-bit layers run as they are on CPU)")
+    serve.add_argument("--quantization-group-size", type=_positive_int, default=None,
+                       help="int4: input columns per scale and zero: 32, 64, 128 or 256 (default: 32)")
     serve.add_argument("--max-num-seqs", type=_positive_int, default=None)
     serve.add_argument("--max-waiting", type=_positive_int, default=512,
                        help="requests queued beyond the running batch before 429s")
@@ -479,6 +486,19 @@ def _quiet_transformers() -> None:
         pass
 
 
+# How long an idle client connection stays open. Longer than the clients' own expiry
+# (httpx and the openai client keep idle connections 5 s, uvicorn's default too: equal
+# timers race, and a request sent on a connection the server is just closing fails with
+# a read error) and than a load balancer's usual 60 s idle timeout.
+KEEP_ALIVE_S = 65
+
+
+def _group_size(args: argparse.Namespace) -> dict:
+    """The int4 group size when given (else EngineConfig's default)."""
+    size = args.quantization_group_size
+    return {} if size is None else {"quantization_group_size": size}
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -493,7 +513,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     startup.report()
     memory.limit_arenas()  # before the engine and the server start their threads
     engine = Engine(EngineConfig(model=args.model, kv_cache_bytes=args.kv_cache_bytes,
-                                 max_num_seqs=args.max_num_seqs, jump_forward=not args.no_jump_forward))
+                                 max_num_seqs=args.max_num_seqs, jump_forward=not args.no_jump_forward,
+                                 quantization=args.quantization, **_group_size(args)))
     runner = AsyncEngine(engine, max_waiting=args.max_waiting)
     app = create_app(runner, model_name=args.served_model_name, api_key=args.api_key,
                      max_body_bytes=args.max_body_bytes,
@@ -513,7 +534,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     memory.keep_releasing(lambda: cache_info()["evictions"])
     print(f"structgen serve: {engine.model_name} on http://{args.host}:{args.port}/v1", file=sys.stderr)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)
     finally:
         runner.shutdown()
         compile_workers.stop()

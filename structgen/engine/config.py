@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from structgen.engine.models.quantization import DEFAULT_GROUP_SIZE, check_mode
 from structgen.engine.sampling_params import InvalidParameterError
 
 CPU_MAX_NUM_SEQS, GPU_MAX_NUM_SEQS = 64, 256
@@ -20,6 +21,10 @@ class EngineConfig:
     tokenizer: Any = None  # None: the model's own
     load_format: str = "auto"  # "auto" or "dummy" (random weights of the model's shape)
     dtype: Any = None  # None: bfloat16 on GPU, float32 on CPU
+    # weights: "int8", "int4", "fp8" (GPU), "float" (the dtype above), or None: the checkpoint's
+    # own (a GGUF file's 4- and 8-bit layers as stored, on CPU; else "float")
+    quantization: str | None = None
+    quantization_group_size: int = DEFAULT_GROUP_SIZE  # int4: input columns per scale and zero
     device: str | None = None  # None: cuda when there is one
     block_size: int = 16  # tokens per KV cache block
     kv_cache_bytes: int | None = None  # None: DEFAULT_CPU_KV_BYTES on CPU, gpu_memory_utilization on GPU
@@ -36,6 +41,7 @@ class EngineConfig:
 
     def __post_init__(self):
         _at_least("block_size", self.block_size, 1)
+        check_mode(self.quantization, self.quantization_group_size)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise InvalidParameterError("gpu_memory_utilization",
                                         f"must be in (0, 1], got {self.gpu_memory_utilization}")

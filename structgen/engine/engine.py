@@ -25,6 +25,7 @@ from structgen.engine.detokenizer import IncrementalDetokenizer
 from structgen.engine.jump_forward import RETOKENIZED_TAIL, Jump, plan_jump
 from structgen.engine.masks import MIN_PATIENCE_S, GrammarMasks, patience
 from structgen.engine.models.loader import load_model
+from structgen.engine.models.quantization import quantize_model
 from structgen.engine.request import Request, RequestOutput, Status
 from structgen.engine.runner import ModelRunner
 from structgen.engine.sampler import Sampler, SamplerRow
@@ -60,6 +61,7 @@ class Engine:
         loaded = load_model(config.model, load_format=config.load_format, dtype=self.dtype, device=self.device,
                             max_positions=config.max_model_len, seed=config.seed)
         self.model, self.config, self.model_name = loaded.model, loaded.config, loaded.name
+        self._quantize(loaded, config, on_gpu)
         self.max_model_len = min(config.max_model_len or self.config.max_position_embeddings,
                                  self.config.max_position_embeddings)
         self.tokenizer, self.vocab = _tokenizer_and_vocab(config.tokenizer, loaded)
@@ -100,6 +102,17 @@ class Engine:
         torch.manual_seed(config.seed)
 
     # -- requests -----------------------------------------------------------------------
+
+    def _quantize(self, loaded, config: EngineConfig, on_gpu: bool) -> None:
+        """Quantize the weights to `config.quantization`. A GGUF file's 4- and 8-bit layers
+        are taken as they are stored on CPU, where the packed kernels run them: with no
+        quantization asked for, that is the checkpoint's own form."""
+        stored = loaded.stored_linears() if not on_gpu and config.quantization in (None, "int4", "int8") else {}
+        if config.quantization is None and not stored:
+            return
+        what = config.quantization or "the GGUF file's own formats"
+        with phase(f"quantizing the weights to {what}"):
+            quantize_model(self.model, config.quantization, config.quantization_group_size, stored)
 
     def add_request(self, prompt_token_ids: Sequence[int], sampling_params: SamplingParams | None = None,
                     request_id: str | None = None, matcher: Any = None, *, grammar: Any = None,

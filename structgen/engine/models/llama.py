@@ -4,8 +4,10 @@ One module covers Llama 2/3, SmolLM/SmolLM2 (tied embeddings), Mistral, Qwen2 (q
 bias) and Qwen3 (per-head q/k RMSNorm); `ModelConfig` says which variant. The forward
 takes the step's new tokens of every sequence concatenated (no padding) and a kernel
 backend (`kernels.attention_torch` or `kernels.attention_triton`) that owns the cache
-layout and runs attention and the element-wise ops (norms, RoPE, activation). Q/K/V and gate/up projections are stored fused, one matmul each.
-Weights are loaded by `loader.py`; this module owns only parameters and math.
+layout and runs attention and the element-wise ops (norms, RoPE, activation). Q/K/V and
+gate/up projections are stored fused, one matmul each; a linear layer is `nn.Linear` or
+one of `quantization`'s, called through its `forward`. Weights are loaded by `loader.py`;
+this module owns only parameters and math.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class Attention(nn.Module):
 
     def forward(self, x, rope, kv_cache, meta, backend: ModuleType):
         tokens = x.shape[0]
-        qkv = F.linear(x, self.qkv.weight, self.qkv.bias)
+        qkv = self.qkv.forward(x)
         heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
         if self.q_norm is None:
             # q and k sit side by side in qkv: rotate them as one [T, heads + kv_heads, dim] view.
@@ -86,7 +88,7 @@ class Attention(nn.Module):
         k_cache, v_cache = kv_cache
         backend.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
         out = backend.paged_attention(q, k_cache, v_cache, meta, self.scale)
-        return F.linear(out.reshape(tokens, self.q_size), self.o.weight, self.o.bias)
+        return self.o.forward(out.reshape(tokens, self.q_size))
 
 
 class MLP(nn.Module):
@@ -97,8 +99,7 @@ class MLP(nn.Module):
         self.down = nn.Linear(self.intermediate, config.hidden_size, bias=config.mlp_bias)
 
     def forward(self, x, backend: ModuleType):
-        gate_up = F.linear(x, self.gate_up.weight, self.gate_up.bias)
-        return F.linear(backend.silu_mul(gate_up), self.down.weight, self.down.bias)
+        return self.down.forward(backend.silu_mul(self.gate_up.forward(x)))
 
 
 class DecoderLayer(nn.Module):
@@ -138,6 +139,7 @@ class LlamaForCausalLM(nn.Module):
             config.hidden_size, config.vocab_size, bias=False
         )
         self.rotary = Rotary(config, max_positions)
+        self.quantized_head = None  # a tied head's quantized copy (models.quantization)
 
     def forward(
         self,
@@ -158,5 +160,7 @@ class LlamaForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits [N, vocab] for the given hidden states."""
-        weight = self.embed.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(hidden, weight).float()
+        head = self.lm_head if self.quantized_head is None else self.quantized_head
+        if head is None:
+            return F.linear(hidden, self.embed.weight).float()
+        return head.forward(hidden).float()

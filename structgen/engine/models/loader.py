@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from structgen.engine.models.config import ModelConfig, UnsupportedModelError
+from structgen.engine.models.gguf_weights import stored_linears
 from structgen.engine.models.llama import LlamaForCausalLM, Rotary
 from structgen.errors import StructgenError
 from structgen.startup import phase
@@ -48,6 +49,16 @@ class LoadedModel:
     config: ModelConfig
     name: str
     folder: Path | None  # where a tokenizer may be found
+    gguf: Path | None = None  # the GGUF file the weights came from
+
+    def stored_linears(self) -> dict:
+        """The linear layers as the GGUF file stores them (`gguf_weights.stored_linears`,
+        cached beside the converted folder); {} for any other source."""
+        if self.gguf is None:
+            return {}
+        c = self.config
+        return stored_linears(self.gguf, c.num_heads, c.num_kv_heads, c.tie_word_embeddings,
+                              cache=self.folder / "gguf-blocks" / "linears.safetensors")  # not read as weights
 
 
 def load_model(
@@ -72,7 +83,16 @@ def load_model(
         config = ModelConfig.from_hf(_read_config(folder))
         model = _build(config, dtype, device, max_positions)
         _load_safetensors(model, config, folder)
-    return LoadedModel(model, config, name, folder)
+    return LoadedModel(model, config, name, folder, gguf=_gguf_source(source))
+
+
+def _gguf_source(source: Any) -> Path | None:
+    from structgen import default_model
+
+    if source is None:
+        return default_model.default_gguf_path()
+    path = Path(source)
+    return path if path.suffix == ".gguf" and path.is_file() else None
 
 
 def _resolve_folder(source: Any) -> tuple[Path, str]:

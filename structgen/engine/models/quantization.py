@@ -1,0 +1,249 @@
+"""Weight-only quantized linear layers, and the pass that puts them into a loaded model.
+
+Owns the modes (`MODES`), how a float weight becomes each mode's stored form, the matmul
+each mode runs on each device, and the checks that refuse, at load, a mode that a layer
+or the device cannot run (`QuantizationError`, naming the layer or the capability).
+
+- "int8": one int8 per weight and one scale per output channel (symmetric). On CPU the
+  matmul is torch's packed int8 kernel; elsewhere the weight is widened per call.
+- "int4": two weights per byte, an asymmetric scale and zero per group of `group_size`
+  input columns. On CPU, torch's packed int4 kernel; elsewhere the weight is widened.
+  On CPU both multiply in bfloat16 (scales included), whatever the model's dtype.
+- "fp8": e4m3 weights with one scale per output channel, multiplied by
+  `torch._scaled_mm` on GPUs of compute capability 8.9 and up, with each token's
+  activations scaled to e4m3 on the fly; other devices are refused.
+- "float": none; the weights stay in the engine's dtype.
+- None: the checkpoint's own form: a GGUF file's 4- and 8-bit layers as stored (see
+  `quantize_model`), any other checkpoint as "float".
+
+Every linear layer of the decoder is quantized; the LM head too, as its own quantized
+copy when it is tied to the embeddings (the embedding lookup keeps the float table:
+it reads one row per token). Norms, biases and the rotary tables stay in float.
+Must not read checkpoints or know more of the model than its linear layers.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from structgen.errors import StructgenError
+
+MODES = ("int8", "int4", "fp8")
+FLOAT = "float"  # no quantization: the engine's dtype (a GGUF file's weights dequantized)
+DEFAULT_GROUP_SIZE = 32  # int4: input columns sharing one scale and zero
+INT4_GROUP_SIZES = (32, 64, 128, 256)  # what the packed CPU kernel takes
+FP8_MIN_CAPABILITY = (8, 9)
+INT4_INNER_K_TILES = 2  # the CPU packing's tile width (torch's kernels take 2, 4 or 8)
+FP8_MAX = 448.0  # the largest finite e4m3 value
+# The packed CPU kernels are vectorized for bfloat16 activations only (float32 and float16
+# take a scalar loop, 10-40x slower): a layer casts its input to it and its output back.
+CPU_COMPUTE_DTYPE = torch.bfloat16
+
+
+class QuantizationError(StructgenError):
+    """A quantization the model or the device cannot run, said at load."""
+
+
+class Int8Linear(nn.Module):
+    """y = x @ (q * scale).T + bias, q int8 [out, in], scale [out]."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        w = weight.float()
+        self.packed_kernel = weight.device.type == "cpu"
+        self.compute_dtype = CPU_COMPUTE_DTYPE if self.packed_kernel else weight.dtype
+        scale = held_scale((w.abs().amax(dim=1) / 127.0).clamp(min=torch.finfo(torch.float32).tiny),
+                           self.compute_dtype)
+        self.register_buffer("qweight", torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8))
+        self.register_buffer("scale", scale.to(self.compute_dtype))
+        self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed_kernel:
+            y = torch.ops.aten._weight_int8pack_mm(x.to(self.compute_dtype), self.qweight, self.scale).to(x.dtype)
+        else:
+            y = F.linear(x, self.qweight.to(x.dtype)) * self.scale
+        return y if self.bias is None else y + self.bias
+
+    def dequantized(self) -> torch.Tensor:
+        return self.qweight.float() * self.scale.float()[:, None]
+
+
+class Int4Linear(nn.Module):
+    """Groups of `group_size` input columns share a scale and a zero point:
+    w = (q - 8) * scale + zero, q in 0..15, two per byte."""
+
+    def __init__(self, q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, bias: torch.Tensor | None,
+                 dtype: torch.dtype):
+        """`q` int32 [out, in], `scale` and `zero` [out, in / group size]."""
+        super().__init__()
+        out_features, in_features = q.shape
+        self.group_size = in_features // scale.shape[1]
+        # [in / group, out, 2]: the layout the packed kernels read
+        scales_and_zeros = torch.stack([scale, zero], dim=-1).transpose(0, 1).contiguous()
+        self.packed_kernel = q.device.type == "cpu"
+        self.compute_dtype = CPU_COMPUTE_DTYPE if self.packed_kernel else dtype
+        if self.packed_kernel:
+            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, INT4_INNER_K_TILES)
+        else:
+            packed = (q[:, 0::2] | (q[:, 1::2] << 4)).to(torch.uint8)
+        self.register_buffer("packed", packed)
+        self.register_buffer("scales_and_zeros", scales_and_zeros.to(self.compute_dtype))
+        self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
+        self.shape = (out_features, in_features)
+
+    @classmethod
+    def from_float(cls, weight: torch.Tensor, bias: torch.Tensor | None, group_size: int) -> "Int4Linear":
+        out_features, in_features = weight.shape
+        groups = weight.float().reshape(out_features, in_features // group_size, group_size)
+        low, high = groups.amin(dim=-1), groups.amax(dim=-1)
+        held = CPU_COMPUTE_DTYPE if weight.device.type == "cpu" else weight.dtype
+        scale = held_scale(((high - low) / 15.0).clamp(min=torch.finfo(torch.float32).tiny), held)
+        zero = (low + 8.0 * scale).to(held).float()
+        q = torch.round((groups - zero[..., None]) / scale[..., None] + 8.0).clamp(0, 15).to(torch.int32)
+        return cls(q.reshape(out_features, in_features), scale, zero, bias, weight.dtype)
+
+    @classmethod
+    def from_blocks(cls, q: torch.Tensor, scale: torch.Tensor, minimum: torch.Tensor, bias: torch.Tensor | None,
+                    dtype: torch.dtype) -> "Int4Linear":
+        """From groups stored as w = q * scale + minimum (GGUF's 4-bit formats), as they are."""
+        return cls(q.to(torch.int32), scale.float(), minimum.float() + 8.0 * scale.float(), bias, dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed_kernel:
+            y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.to(self.compute_dtype), self.packed, self.group_size,
+                                                           self.scales_and_zeros).to(x.dtype)
+        else:
+            y = F.linear(x, self.dequantized().to(x.dtype))
+        return y if self.bias is None else y + self.bias
+
+    def dequantized(self) -> torch.Tensor:
+        """The float weight the stored one stands for (the CPU packing is read back
+        through the kernel itself, on the identity, in float32: exact)."""
+        out_features, in_features = self.shape
+        if self.packed_kernel:
+            eye = torch.eye(in_features, dtype=torch.float32)
+            return torch.ops.aten._weight_int4pack_mm_for_cpu(
+                eye, self.packed, self.group_size, self.scales_and_zeros.float()).T.contiguous()
+        q = torch.stack([self.packed & 0xF, self.packed >> 4], dim=-1).reshape(out_features, in_features)
+        scale, zero = self.scales_and_zeros.float().transpose(0, 1).unbind(-1)  # [out, in / group] each
+        q = q.float().reshape(out_features, -1, self.group_size)
+        return ((q - 8.0) * scale[..., None] + zero[..., None]).reshape(out_features, in_features)
+
+
+class Fp8Linear(nn.Module):
+    """e4m3 weights with a scale per output channel, through `torch._scaled_mm`."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        w = weight.float()
+        scale = (w.abs().amax(dim=1) / FP8_MAX).clamp(min=torch.finfo(torch.float32).tiny)
+        self.register_buffer("qweight", (w / scale[:, None]).to(torch.float8_e4m3fn))
+        self.register_buffer("scale", scale[None, :].contiguous())  # [1, out], float32
+        self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x_scale = (x.abs().amax(dim=1, keepdim=True).float() / FP8_MAX).clamp(min=1e-12)  # per token
+        x_fp8 = (x / x_scale).to(torch.float8_e4m3fn)
+        return torch._scaled_mm(x_fp8, self.qweight.t(), scale_a=x_scale, scale_b=self.scale, bias=self.bias,
+                                out_dtype=x.dtype)
+
+    def dequantized(self) -> torch.Tensor:
+        return self.qweight.float() * self.scale.T
+
+
+def held_scale(scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`scale` as the layer will hold it in `dtype`, rounded up so that the largest weight
+    still fits (float32 values); the weights are then rounded against this one."""
+    if dtype == torch.float32:
+        return scale
+    return (scale * (1.0 + 2.0 * torch.finfo(dtype).eps)).to(dtype).float()  # eps: the dtype's relative step
+
+
+def check_mode(mode: str | None, group_size: int = DEFAULT_GROUP_SIZE) -> None:
+    """Refuse an unknown mode or group size before anything is loaded."""
+    if mode is not None and mode != FLOAT and mode not in MODES:
+        raise QuantizationError(f"unknown quantization {mode!r}; use one of {', '.join(MODES)}, {FLOAT} "
+                                "(the engine's dtype), or none (the checkpoint's own)")
+    if mode == "int4" and group_size not in INT4_GROUP_SIZES:
+        raise QuantizationError(f"int4 group size must be one of {', '.join(map(str, INT4_GROUP_SIZES))}, "
+                                f"got {group_size!r}")
+
+
+def check_device(mode: str, device: torch.device) -> None:
+    """Refuse a mode the device cannot run, naming what it lacks."""
+    if mode != "fp8":
+        return
+    if device.type != "cuda":
+        raise QuantizationError(f"fp8 weights need a GPU of compute capability "
+                                f"{'.'.join(map(str, FP8_MIN_CAPABILITY))} or newer; this engine runs on {device}")
+    capability = torch.cuda.get_device_capability(device)
+    if capability < FP8_MIN_CAPABILITY:
+        raise QuantizationError(f"fp8 weights need compute capability {'.'.join(map(str, FP8_MIN_CAPABILITY))} "
+                                f"or newer; {torch.cuda.get_device_name(device)} has "
+                                f"{'.'.join(map(str, capability))}")
+
+
+def quantized_linear(layer_name: str, weight: torch.Tensor, bias: torch.Tensor | None, mode: str,
+                     group_size: int = DEFAULT_GROUP_SIZE) -> nn.Module:
+    """One layer's quantized replacement; a shape the mode cannot take is refused by name."""
+    out_features, in_features = weight.shape
+    if mode == "int8":
+        return Int8Linear(weight, bias)
+    if mode == "int4":
+        if in_features % group_size:
+            raise QuantizationError(f"int4 group size {group_size} does not divide the {in_features} input "
+                                    f"columns of {layer_name}")
+        if out_features % 16:
+            raise QuantizationError(f"int4 needs a multiple of 16 output rows; {layer_name} has {out_features}")
+        return Int4Linear.from_float(weight, bias, group_size)
+    if mode == "fp8":
+        if in_features % 16 or out_features % 16:
+            raise QuantizationError(f"fp8 needs layer sides that are multiples of 16; {layer_name} is "
+                                    f"{out_features}x{in_features}")
+        return Fp8Linear(weight, bias)
+    raise QuantizationError(f"unknown quantization {mode!r}")
+
+
+def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT_GROUP_SIZE,
+                   stored: dict | None = None) -> None:
+    """Replace, in place, every decoder linear layer and the LM head with `mode`'s.
+
+    `stored`: layers as a quantized checkpoint holds them, by layer name ("head" for the
+    LM head; see `gguf_weights.stored_linears`). A 4-bit one becomes an int4 layer as it
+    is, when the mode is None or int4 at its group size; an 8-bit one an int8 layer when
+    the mode is None or int8. With mode None, the layers `stored` lacks stay float."""
+    check_mode(mode, group_size)
+    if mode == FLOAT or (mode is None and not stored):
+        return
+    if mode is not None:
+        check_device(mode, model.embed.weight.device)
+    stored = stored or {}
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, nn.Linear):
+                full = f"{name}.{child_name}" if name else child_name
+                key = "head" if full == "lm_head" else full
+                layer = _layer(full, child.weight, child.bias, mode, group_size, stored.get(key))
+                if layer is not None:
+                    setattr(module, child_name, layer)
+    if model.lm_head is None:  # tied: a quantized copy of the embeddings multiplies the hidden states
+        model.quantized_head = _layer("lm_head (tied to embed)", model.embed.weight, None, mode, group_size,
+                                      stored.get("head"))
+
+
+def _layer(name: str, weight: torch.Tensor, bias: torch.Tensor | None, mode: str | None, group_size: int,
+           blocks) -> nn.Module | None:
+    """The layer that replaces `name`, built from its stored blocks where they serve the
+    mode; None: keep the float layer (mode None, nothing stored that serves)."""
+    four_bit = blocks is not None and getattr(blocks, "minimum", None) is not None
+    if four_bit and (mode is None or (mode == "int4" and group_size == blocks.q.shape[1] // blocks.scale.shape[1])):
+        return Int4Linear.from_blocks(*(torch.from_numpy(getattr(blocks, f)).to(weight.device)
+                                        for f in ("q", "scale", "minimum")), bias, weight.dtype)
+    if blocks is not None and not four_bit and mode in (None, "int8"):
+        return Int8Linear(weight, bias)  # GGUF's per-32 scales, requantized to one per row
+    if mode is None:
+        return None
+    return quantized_linear(name, weight, bias, mode, group_size)

@@ -1,0 +1,188 @@
+"""Weight-only quantization (structgen.engine.models.quantization): each quantized layer
+multiplies as its dequantized weight does, stays within its rounding of the float
+weight, refuses at load what it cannot run (naming the layer or the device), and an
+engine built with it decodes like the float one. GGUF weights (models.gguf_weights)
+decode as gguf's own dequantization does, bit for bit, and the embedded model's 4-bit
+layers become int4 layers as they are stored."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter
+from gguf import quants as gguf_quants
+from torch import nn
+
+from structgen.engine import Engine
+from structgen.engine.config import EngineConfig
+from structgen.engine.models import gguf_weights, quantization
+from structgen.engine.models.quantization import QuantizationError, quantize_model, quantized_linear
+from structgen.engine.sampling_params import SamplingParams
+from tiny_models import TINY_SMOLLM_SHAPE
+
+SHAPES = [(64, 96), (576, 1536), (48, 256)]  # (out, in): square-ish, the embedded model's MLP, thin
+
+
+def layer_and_input(out_features: int, in_features: int, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    weight = torch.randn(out_features, in_features, generator=gen) * 0.05
+    bias = torch.randn(out_features, generator=gen) * 0.01
+    x = torch.randn(3, in_features, generator=gen)
+    return weight, bias, x
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_quantized_layer_multiplies_as_its_dequantized_weight(mode, shape):
+    weight, bias, x = layer_and_input(*shape)
+    layer = quantized_linear("layer", weight, bias, mode, group_size=32)
+    # on CPU the layer multiplies in bfloat16: its input, and its output, are rounded to it
+    reference = x.bfloat16().float() @ layer.dequantized().T + bias
+    assert torch.allclose(layer.forward(x), reference, rtol=2**-7, atol=2**-7 * reference.abs().max().item())
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4", "fp8"])
+def test_the_stored_weight_is_within_its_rounding_of_the_float_one(mode):
+    weight, bias, _ = layer_and_input(64, 256)
+    layer = quantized_linear("layer", weight, bias, mode, group_size=64)
+    error = (layer.dequantized() - weight).abs()
+    if mode == "int8":  # half a step of the row's scale
+        assert (error <= layer.scale.float()[:, None] / 2 + 1e-7).all()
+    elif mode == "int4":  # half a step of the group's scale, and the rounding of its zero to bfloat16
+        scale, zero = (part.float().T.repeat_interleave(64, dim=1) for part in layer.scales_and_zeros.unbind(-1))
+        assert (error <= scale / 2 + zero.abs() * 2.0**-8 + 1e-7).all()
+    else:  # e4m3 keeps 3 mantissa bits: within 1/16 of the value, or of the row's smallest normal
+        assert (error <= weight.abs() / 16 + layer.scale.T * 2.0**-6).all()
+    assert error.max() > 0  # it did quantize
+
+
+def test_int4_packs_two_weights_per_byte_and_int8_one():
+    weight, bias, _ = layer_and_input(64, 256)
+    assert quantized_linear("l", weight, bias, "int8").qweight.nbytes == 64 * 256
+    assert quantized_linear("l", weight, bias, "int4", group_size=32).packed.nbytes == 64 * 256 // 2
+
+
+def test_what_cannot_run_is_refused_by_name():
+    weight, bias, _ = layer_and_input(64, 96)
+    with pytest.raises(QuantizationError, match=r"group size 64 does not divide the 96 input columns of layers.3.mlp"):
+        quantized_linear("layers.3.mlp.down", weight, bias, "int4", group_size=64)
+    with pytest.raises(QuantizationError, match="unknown quantization 'int3'"):
+        EngineConfig(quantization="int3")
+    with pytest.raises(QuantizationError, match="group size must be one of"):
+        EngineConfig(quantization="int4", quantization_group_size=48)
+    with pytest.raises(QuantizationError, match="fp8 weights need a GPU of compute capability 8.9"):
+        Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="fp8", kv_cache_bytes=1 << 20)
+
+
+def test_quantize_model_replaces_every_linear_layer_and_adds_a_tied_head():
+    engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="int8", kv_cache_bytes=1 << 20)
+    model = engine.model
+    assert not [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    assert isinstance(model.quantized_head, quantization.Int8Linear)
+    assert model.lm_head is None  # tied: the embeddings stay float for the lookup
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_a_quantized_engine_decodes_like_the_float_one(mode):
+    """Greedy decoding of a random model of the embedded model's shape: the quantized
+    engine's logits stay close to the float engine's along the float engine's tokens."""
+    float_engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", kv_cache_bytes=8 << 20)
+    quantized = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", kv_cache_bytes=8 << 20, quantization=mode)
+    params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
+    prompt = list(range(5, 40))
+    expected = float_engine.generate([prompt], params)[0].token_ids
+    got = quantized.generate([prompt], params)[0].token_ids
+    agreeing = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), len(expected))
+    assert agreeing >= 8, (expected, got)
+
+
+def test_quantize_model_with_none_leaves_the_model_alone():
+    engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", kv_cache_bytes=1 << 20)
+    before = {name: p.clone() for name, p in engine.model.named_parameters()}
+    quantize_model(engine.model, None)
+    assert all(torch.equal(before[name], p) for name, p in engine.model.named_parameters())
+
+
+# -- GGUF weights read as they are stored ------------------------------------------------
+
+GGUF_FORMATS = ["Q4_0", "Q4_1", "Q4_K", "Q8_0"]
+
+
+def random_blocks(fmt: str, rows: int, cols: int, rng) -> np.ndarray:
+    """Stored bytes of a `fmt` tensor: random values, with finite f16 scales."""
+    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[fmt]]
+    data = rng.integers(0, 256, (rows, cols // block, size), dtype=np.uint8)
+    scales = 2 if fmt in ("Q4_1", "Q4_K") else 1  # f16 values at the start of each block
+    values = (rng.standard_normal((rows, cols // block, scales)) * 0.01).astype(np.float16)
+    data[..., : 2 * scales] = values.view(np.uint8).reshape(rows, cols // block, 2 * scales)
+    return data.reshape(rows, -1)
+
+
+@pytest.fixture(scope="module")
+def written_gguf(tmp_path_factory):
+    """A GGUF file written with gguf's own writer, one small tensor per format."""
+    rng = np.random.default_rng(0)
+    path = tmp_path_factory.mktemp("gguf") / "small.gguf"
+    writer = GGUFWriter(str(path), "llama")
+    tensors = {}
+    for fmt in GGUF_FORMATS:
+        data = random_blocks(fmt, 16, 512, rng)
+        writer.add_tensor(f"t.{fmt}", data, raw_dtype=GGMLQuantizationType[fmt])  # shape: its bytes
+        tensors[fmt] = data
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path, tensors
+
+
+@pytest.mark.parametrize("fmt", GGUF_FORMATS)
+def test_each_gguf_format_decodes_as_ggufs_own_dequantization_bit_for_bit(written_gguf, fmt):
+    path, written = written_gguf
+    tensor = gguf_weights.read_tensors(path)[f"t.{fmt}"]
+    assert (tensor.format, tensor.rows, tensor.cols) == (fmt, 16, 512)
+    expected = gguf_quants.dequantize(written[fmt], GGMLQuantizationType[fmt]).astype(np.float32).reshape(16, 512)
+    decoded = tensor.decoded()
+    assert isinstance(decoded, gguf_weights.Int8Blocks if fmt == "Q8_0" else gguf_weights.Int4Blocks)
+    assert np.array_equal(decoded.dequantize(), expected)
+
+
+@pytest.mark.parametrize("fmt", ["Q4_0", "Q4_1", "Q4_K"])
+def test_a_4_bit_gguf_tensor_becomes_an_int4_layer_as_stored(written_gguf, fmt):
+    """Its 4-bit values are taken as they are; only its scales and zeros are rounded, to
+    the bfloat16 the CPU kernel reads them in (half its relative step, 2**-8, each)."""
+    path, written = written_gguf
+    blocks = gguf_weights.read_tensors(path)[f"t.{fmt}"].decoded()
+    layer = quantization.Int4Linear.from_blocks(*(torch.from_numpy(getattr(blocks, f)) for f in
+                                                  ("q", "scale", "minimum")), None, torch.float32)
+    expected = torch.from_numpy(blocks.dequantize())
+    scale = torch.from_numpy(blocks.scale).repeat_interleave(32, dim=1).abs()
+    zero = torch.from_numpy(blocks.minimum + 8 * blocks.scale).repeat_interleave(32, dim=1).abs()
+    assert ((layer.dequantized() - expected).abs() <= (8 * scale + zero) * 2.0**-8 + 1e-9).all()
+
+
+def test_the_embedded_gguf_is_read_as_stored_and_matches_its_float_conversion(tmp_path):
+    """Every linear layer of the embedded file (Q4_1, the head Q8_0), fused and with the
+    Q/K rows put back in the model's order, equals the float weights transformers
+    converted from the same file."""
+    from safetensors.numpy import load_file
+
+    from structgen import default_model
+
+    path = default_model.default_gguf_path()
+    stored = gguf_weights.stored_linears(path, 9, 3, True, cache=tmp_path / "stored.safetensors")
+    assert len(stored) == 30 * 4 + 1 and (tmp_path / "stored.safetensors").is_file()
+    assert isinstance(stored["layers.0.attn.qkv"], gguf_weights.Int4Blocks)
+    assert isinstance(stored["head"], gguf_weights.Int8Blocks)
+    floats = load_file(str(default_model.gguf_as_hf_dir(path) / "model.safetensors"))
+    for layer in (0, 29):
+        hf = f"model.layers.{layer}."
+        qkv = np.concatenate([floats[hf + f"self_attn.{p}_proj.weight"] for p in "qkv"])
+        gate_up = np.concatenate([floats[hf + f"mlp.{p}_proj.weight"] for p in ("gate", "up")])
+        assert np.array_equal(stored[f"layers.{layer}.attn.qkv"].dequantize(), qkv)
+        assert np.array_equal(stored[f"layers.{layer}.mlp.gate_up"].dequantize(), gate_up)
+        assert np.array_equal(stored[f"layers.{layer}.mlp.down"].dequantize(), floats[hf + "mlp.down_proj.weight"])
+    assert np.array_equal(stored["head"].dequantize(), floats["model.embed_tokens.weight"])
+    cached = gguf_weights.stored_linears(path, 9, 3, True, cache=tmp_path / "stored.safetensors")
+    assert np.array_equal(cached["layers.5.attn.qkv"].q, stored["layers.5.attn.qkv"].q)
