@@ -643,19 +643,3 @@ def too_ambiguous() -> GrammarTooLargeError:
         "positions (its rules can match the same text in too many ways); make the rules less ambiguous"
     )
 
-
-def ir_accepts(node: ir.Node, data: bytes) -> bool:
-    """Whether the IR's language contains `data` (simulates the lazy NFA; for tests)."""
-    nfa = LazyNFA(node)
-    current = nfa.start
-    for b in data:
-        nxt: set = set()
-        for item in current:
-            if item is not ACCEPT:
-                for lo, hi, target in nfa.moves(item):
-                    if lo <= b <= hi:
-                        nxt |= target
-        if not nxt:
-            return False
-        current = nxt
-    return ACCEPT in current
