@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 import structgen
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.nfa import ACCEPT, LazyNFA, LexemeSpace
+from structgen.automata.item_sets import ACCEPT
+from structgen.automata.nfa import LazyNFA, LexemeSpace
 from structgen.grammar import ir
 from structgen.grammar.acceptor import ir_accepts
 from structgen.matcher import CompiledGrammar

@@ -1,15 +1,16 @@
 """A lazily determinized DFA over bytes, backed by a dense numpy transition table.
 
-Owns: subset construction on demand (a DFA state is a set of NFA states, built the
-first time something steps into it), the `[states, 256]` int32 table the token walker
-reads, per state the bytes that loop on it (a 256-bit set), accepting flags and forced
-byte spans. A state part-way through a literal gets its row together with those of the
-states after its next bytes (one exit each), so a walk does not stop at every byte. A
-state inside the name of an undeclared property copies the row that every prefix of
-the declared names shares and patches the few bytes where it differs.
+Owns: subset construction on demand (a DFA state is a set of NFA items, `item_sets`,
+built the first time something steps into it), the `[states, 256]` int32 table the token
+walker reads, per state the bytes that loop on it (a 256-bit set), accepting flags and
+forced byte spans. A state part-way through a literal gets its row together with those
+of the states after its next bytes (one exit each), so a walk does not stop at every
+byte. A state inside the name of an undeclared property copies the row that every
+prefix of the declared names shares and patches the few bytes where it differs.
 Thread-safe: one lock guards expansion; readers only look at rows already marked
 expanded.
-Must not know about tokens or the engine.
+Reads its NFA (`nfa.LazyNFA`, which imports this module for its lexemes' DFA) only
+through the object it is given. Must not know about tokens or the engine.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import threading
 
 import numpy as np
 
-from structgen.automata.nfa import ACCEPT, LazyNFA, union
+from structgen.automata.item_sets import ACCEPT, union
 from structgen.errors import GrammarTooLargeError
 
 DEAD = -1  # no transition: the byte leaves the language
@@ -154,7 +155,8 @@ class TableDFA:
 
 
 class LazyDFA(TableDFA):
-    def __init__(self, nfa: LazyNFA, *, max_states: int = 200_000):
+    def __init__(self, nfa, *, max_states: int = 200_000):
+        """nfa: the `nfa.LazyNFA` whose item sets are this automaton's states."""
         super().__init__(max_states)
         self.nfa = nfa
         self._sets: list[frozenset[int]] = []

@@ -46,7 +46,8 @@ import numpy as np
 
 from structgen.automata import kernels
 from structgen.automata.dfa import DEAD, TableDFA
-from structgen.automata.nfa import MAX_RULE_NESTING, MAX_STATE_ITEMS, LazyNFA, too_ambiguous
+from structgen.automata.item_sets import MAX_STATE_ITEMS, too_ambiguous
+from structgen.automata.nfa import MAX_RULE_NESTING, LazyNFA
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 from structgen.grammar.charset import json_body_ir
