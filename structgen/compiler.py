@@ -30,7 +30,7 @@ from structgen.automata.example import covering_example
 from structgen.automata.flat import FlatDFA, FlatIR, FlatUnsupported
 from structgen.automata.languages import AUTOMATA
 from structgen.automata.nfa import LazyNFA
-from structgen.automata.tokens import token_trie
+from structgen.automata.token_trie import token_trie
 from structgen.errors import CompileCancelledError, GrammarTooLargeError, SchemaError, StructgenError
 from structgen.grammar import ir
 from structgen.matcher import CompiledGrammar
@@ -241,7 +241,7 @@ def _build(
 ) -> CompiledGrammar:
     kernels.require()  # one clear error where the compiled kernels are not built
     if _flat_automaton():
-        token_trie(vocab).body_exits()  # the vocabulary's tables, made once, outside the budget
+        FlatDFA.body_exits(token_trie(vocab))  # the vocabulary's tables, made once, outside the budget
     with background.busy():
         return _built(kind, source, make_ir, vocab, max_states, max_dfa_states, timeout_s)
 

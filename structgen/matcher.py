@@ -14,16 +14,10 @@ from typing import Iterable
 
 import numpy as np
 
-from structgen.automata.dfa import DEAD, LazyDFA
+from structgen.automata.dfa import DEAD, TableDFA
 from structgen.automata.example import covering_example
-from structgen.automata.flat import FlatDFA
-from structgen.automata.tokens import (
-    StateTokens,
-    bitmask_words,
-    plain_tables,
-    state_tokens,
-    token_trie,
-)
+from structgen.automata.token_trie import bitmask_words, token_trie
+from structgen.automata.tokens import StateTokens
 from structgen.errors import GrammarTooLargeError
 
 _TERMINATED = -3  # pushed on the state stack when EOS is accepted
@@ -50,7 +44,7 @@ def allocate_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
 class CompiledGrammar:
     """A grammar compiled for one vocabulary. Thread-safe; create matchers with `matcher()`."""
 
-    def __init__(self, kind: str, source: str, dfa: LazyDFA, vocab, stats: dict | None = None,
+    def __init__(self, kind: str, source: str, dfa: TableDFA, vocab, stats: dict | None = None,
                  example: bytes | None = None):
         self.kind = kind
         self._example = example  # computed where the IR was (a compile worker), else on first use
@@ -92,19 +86,20 @@ class CompiledGrammar:
         """The token table of DFA state `sid`, computed on first use and cached."""
         table = self._tables.get(sid)
         if table is None:
-            with self._lock, self.dfa._lock:
+            with self._lock, self.dfa.lock:
                 table = self._table(sid, 0)
         return table
 
     def _table(self, sid: int, depth: int, known: tuple | None = None) -> StateTokens:
         """tokens_of under the lock. A state may start from the table of a near state
         (tokens.near_state), computed first if need be; the depth bound keeps two states
-        near each other from asking for one another forever. `known`: see state_tokens."""
+        near each other from asking for one another forever. `known`: see
+        `TableTokens.state_tokens`."""
         table = self._tables.get(sid)
         if table is None:
             near = (lambda t: self._table(t, depth + 1)) if depth < NEAR_DEPTH else None
-            table = state_tokens(self.dfa, self._trie, sid, near, self._siblings, lambda t: self._table(t, depth),
-                                 known)
+            table = self.dfa.state_tokens(self._trie, sid, near, self._siblings, lambda t: self._table(t, depth),
+                                          known)
             self._tables[sid] = table
             if len(self._tables) > TABLE_CAP:
                 del self._tables[next(iter(self._tables))]  # the oldest (dicts keep insertion order)
@@ -142,14 +137,10 @@ class CompiledGrammar:
         return warmed
 
     def _warm_chunk(self, sids: list[int]) -> int:
-        """The tables of `sids`: the plain ones in one compiled call where the automaton
-        is compiled (`tokens.plain_tables`), then the others one by one."""
-        with self._lock, self.dfa._lock:
-            if not isinstance(self.dfa, FlatDFA):
-                for sid in sids:
-                    self._table(sid, 0)
-                return len(sids)
-            found = plain_tables(self.dfa, self._trie, sids) if sids else []
+        """The tables of `sids`: at once where the automaton can (`plain_tables`: the
+        plain states in one compiled call), then the others one by one."""
+        with self._lock, self.dfa.lock:
+            found = self.dfa.plain_tables(self._trie, sids) if sids else []
             for sid, table in zip(sids, found):  # first: the others may start from them (near_state)
                 if isinstance(table, StateTokens):
                     self._tables.setdefault(sid, table)
@@ -171,7 +162,7 @@ class CompiledGrammar:
             if t0 > deadline:
                 break
             try:
-                with self.dfa._lock:
+                with self.dfa.lock:
                     path += self.dfa.path(path[-1], data[start:start + size]).tolist()[1:]
             except GrammarTooLargeError:
                 break
@@ -186,19 +177,19 @@ class CompiledGrammar:
         cached = self.dfa.known_forced_bytes(sid)  # asked every step: skip the lock when known
         if cached is not None:
             return cached
-        with self.dfa._lock:
+        with self.dfa.lock:
             return self.dfa.forced_bytes(sid, built_only=built_only)
 
     def has_exits(self, sid: int) -> bool:
         cached = self.dfa.known_has_exits(sid)
         if cached is not None:
             return cached
-        with self.dfa._lock:
+        with self.dfa.lock:
             return self.dfa.has_exits(sid)
 
     def accepts_bytes(self, data: bytes) -> bool:
         """Whether `data` is a complete sentence of the grammar (byte level)."""
-        with self.dfa._lock:
+        with self.dfa.lock:
             sid = self.dfa.walk(self.dfa.start, data)
         return sid >= 0 and bool(self.dfa.accepting[sid])
 
@@ -288,7 +279,7 @@ class Matcher:
                 at += 1
             state = int(state)
             if at < len(data):
-                with grammar.dfa._lock:
+                with grammar.dfa.lock:
                     state = grammar.dfa.walk(state, data[at:])
         table.next_state[token_id] = state  # one dict store: safe beside other threads
         self._stack.append(state)
@@ -300,7 +291,7 @@ class Matcher:
         state = self._stack[-1]
         if state < 0:
             return False
-        with self.grammar.dfa._lock:
+        with self.grammar.dfa.lock:
             nxt = self.grammar.dfa.walk(state, data)
         if nxt < 0:
             return False

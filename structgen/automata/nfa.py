@@ -566,7 +566,7 @@ class LexemeSpace:
         """The state where the lexeme `node` begins."""
         got = self._starts.get(id(node))
         if got is None:
-            with self.dfa._lock:  # the space's NFA is shared by grammars in every thread
+            with self.dfa.lock:  # the space's NFA is shared by grammars in every thread
                 sid = self.dfa.state_of(self.nfa.closure(node, DONE))
                 got = self._starts[id(node)] = (node, sid)
         return got[1]
