@@ -3,22 +3,23 @@
 Owns: `CompiledGrammar` (immutable to its users, shared by every request with the same
 grammar; holds the lazy DFA and the per-state token tables, filled in on first visit under
 a lock) and `Matcher` (one per sequence: a stack of DFA states, so rollback is exact).
-Must not import the engine; engines use only the Matcher methods below.
+A state's table is what its automaton computes (`state_tokens`); which tables are
+computed ahead of decoding is `warmup.py`'s. Must not import the engine; engines use only
+the Matcher methods below.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Iterable
 
 import numpy as np
 
+from structgen import warmup
 from structgen.automata.dfa import DEAD, TableDFA
 from structgen.automata.example import covering_example
 from structgen.automata.token_trie import bitmask_words, token_trie
 from structgen.automata.tokens import StateTokens
-from structgen.errors import GrammarTooLargeError
 
 _TERMINATED = -3  # pushed on the state stack when EOS is accepted
 _QUOTE = ord('"')
@@ -27,11 +28,6 @@ MAX_TOKEN_TABLES = 20_000  # cached masks per grammar before the compile cache r
 # (its matchers recompute one they need again): it works on without growing.
 TABLE_CAP = 2 * MAX_TOKEN_TABLES
 TABLE_OVERHEAD_BYTES = 400  # a StateTokens object, its dict entry and a few next states
-# Warming stops at this share of a grammar's state and table budgets: what it computes
-# ahead must never bring a fresh grammar near being `exhausted`.
-WARM_BUDGET_SHARE = 0.25
-WARM_PATH_PIECE_S = 0.001  # time to walk an example between two looks at the clock
-WARM_CHUNK = 16  # states warmed in one compiled call, between two looks at the clock
 NEAR_DEPTH = 2  # a first visit computes at most this many near states' tables first
 
 
@@ -114,31 +110,18 @@ class CompiledGrammar:
 
     def warm(self, data: bytes, offsets: Iterable[int], budget_s: float) -> int:
         """Compute now the token tables of the states after `data[:i]` for each i in
-        `offsets`, in the order given (offsets outside the data, or past where it leaves
-        the language, are skipped), until `budget_s` is spent (checked between states and
-        between pieces of the walk along `data`) or the grammar has grown to
-        WARM_BUDGET_SHARE of its state or table budget; returns how many tables were
-        computed. `data` is an example output (see `automata.example`): its states are
-        the ones every output passes through, whose first visit would otherwise stall a
-        decoding step."""
-        deadline = time.perf_counter() + budget_s
-        path = self._path_until(data, deadline)
-        states = list(dict.fromkeys(path[i] for i in offsets if 0 <= i < len(path) and path[i] >= 0))
-        warmed = 0
-        for at in range(0, len(states), WARM_CHUNK):
-            if (time.perf_counter() > deadline or self.dfa.num_states >= WARM_BUDGET_SHARE * self.dfa.max_states
-                    or len(self._tables) >= WARM_BUDGET_SHARE * MAX_TOKEN_TABLES):
-                break
-            chunk = [sid for sid in states[at:at + WARM_CHUNK] if sid not in self._tables]
-            try:
-                warmed += self._warm_chunk(chunk)
-            except GrammarTooLargeError:
-                break  # a budget met ahead: decoding meets it only if it comes here
-        return warmed
+        `offsets`, within `budget_s`; returns how many were computed (`warmup.warm`)."""
+        return warmup.warm(self, data, offsets, budget_s)
 
-    def _warm_chunk(self, sids: list[int]) -> int:
-        """The tables of `sids`: at once where the automaton can (`plain_tables`: the
-        plain states in one compiled call), then the others one by one."""
+    def grown_to(self, share: float) -> bool:
+        """Whether this grammar holds `share` of its state budget or of its table budget."""
+        return self.dfa.num_states >= share * self.dfa.max_states or len(self._tables) >= share * MAX_TOKEN_TABLES
+
+    def compute_tables(self, sids: list[int]) -> int:
+        """The token tables of those of `sids` not computed yet, at once where the
+        automaton can (`plain_tables`: the plain states in one compiled call), then the
+        others one by one; returns how many were computed."""
+        sids = [sid for sid in sids if sid not in self._tables]
         with self._lock, self.dfa.lock:
             found = self.dfa.plain_tables(self._trie, sids) if sids else []
             for sid, table in zip(sids, found):  # first: the others may start from them (near_state)
@@ -148,30 +131,6 @@ class CompiledGrammar:
                 if not isinstance(table, StateTokens):
                     self._table(sid, 0, table)
         return len(sids)
-
-    def _path_until(self, data: bytes, deadline: float) -> list[int]:
-        """The states after each prefix of `data` (see `dfa.path`), up to where the data
-        leaves the language, meets a state budget, or `deadline` passes. Walked in pieces
-        sized to take about WARM_PATH_PIECE_S each, so that the clock is looked at often
-        enough: a step through an unbuilt row unions the targets of every item of its
-        state, and a state of an object whose members may come in any order can hold
-        thousands (a 2 KB example took 12 s in one piece)."""
-        path, start, size = [self.dfa.start], 0, 8
-        while start < len(data) and path[-1] >= 0:
-            t0 = time.perf_counter()
-            if t0 > deadline:
-                break
-            try:
-                with self.dfa.lock:
-                    path += self.dfa.path(path[-1], data[start:start + size]).tolist()[1:]
-            except GrammarTooLargeError:
-                break
-            start += size
-            per_byte = (time.perf_counter() - t0) / size
-            size = max(1, min(4096, int(WARM_PATH_PIECE_S / max(per_byte, 1e-9))))
-        while path and path[-1] < 0:
-            path.pop()
-        return path
 
     def forced_bytes(self, sid: int, built_only: bool = False) -> bytes | None:
         cached = self.dfa.known_forced_bytes(sid)  # asked every step: skip the lock when known

@@ -232,7 +232,7 @@ def test_likely_token_starts_are_where_the_tokenizer_cuts_json(smollm2_vocab, sm
     cuts "Timestamp" into "Tim" "estamp", the greedy cut into "Times" "ta" "mp"): its
     warm offsets start with the states a decode of it visits."""
     from structgen.automata.token_trie import token_trie
-    from structgen.compiler import _json_boundaries, _warm_offsets
+    from structgen.warmup import json_boundaries, warm_offsets
 
     data = text.encode()
     starts, offset = [], 0
@@ -240,11 +240,11 @@ def test_likely_token_starts_are_where_the_tokenizer_cuts_json(smollm2_vocab, sm
         starts.append(offset)
         offset += len(smollm2_vocab.token_bytes[token])
     trie = token_trie(smollm2_vocab)
-    greedy = trie.token_starts(data, _json_boundaries(data))
+    greedy = trie.token_starts(data, json_boundaries(data))
     assert greedy[-1] == len(data) and greedy == sorted(set(greedy))
     assert len(set(starts) - set(greedy)) <= 0.05 * len(starts)
     assert len(greedy) <= len(starts) + 2
-    offsets = _warm_offsets(data, trie)
+    offsets = warm_offsets(data, trie)
     assert sorted(offsets) == list(range(len(data) + 1))
     assert set(offsets[: len(greedy)]) == set(greedy)
 
