@@ -52,11 +52,11 @@ class CompiledGrammar:
         self._tables: dict[int, StateTokens] = {}
         self._siblings: dict[int, int] = {}  # near candidates, see tokens.near_state
         self._lock = threading.Lock()
-        eos = sorted(vocab.eos_token_ids)
-        self._eos = frozenset(eos)
-        self._token_bytes = vocab.token_bytes
-        self._eos_words = self._trie.eos_words  # shared per vocabulary: only ever copied from
-        self._empty_words = np.zeros_like(self._eos_words)
+        # What its matchers read at every step (never written to after this):
+        self.eos_token_ids = frozenset(vocab.eos_token_ids)
+        self.token_bytes = vocab.token_bytes
+        self.eos_words = self._trie.eos_words  # the mask after EOS, shared per vocabulary
+        self.empty_words = np.zeros_like(self.eos_words)  # the mask of a dead state
 
     @property
     def vocab_size(self) -> int:
@@ -76,7 +76,7 @@ class CompiledGrammar:
 
     def nbytes(self) -> int:
         """Memory this grammar holds: its automaton's built part and its cached masks."""
-        return self.dfa.nbytes() + len(self._tables) * (self._eos_words.nbytes + TABLE_OVERHEAD_BYTES)
+        return self.dfa.nbytes() + len(self._tables) * (self.eos_words.nbytes + TABLE_OVERHEAD_BYTES)
 
     def tokens_of(self, sid: int) -> StateTokens:
         """The token table of DFA state `sid`, computed on first use and cached."""
@@ -164,7 +164,7 @@ class Matcher:
     def __init__(self, grammar: CompiledGrammar):
         self.grammar = grammar
         self._stack = [grammar.dfa.start]
-        self._words = len(grammar._eos_words)
+        self._words = len(grammar.eos_words)
 
     # --------------------------------------------------------------- masks
 
@@ -174,9 +174,9 @@ class Matcher:
             bitmask = bitmask.numpy()  # a CPU torch tensor: shares memory
         state = self._stack[-1]
         if state == _TERMINATED:
-            words = self.grammar._eos_words
+            words = self.grammar.eos_words
         elif state == DEAD:
-            words = self.grammar._empty_words
+            words = self.grammar.empty_words
         else:
             words = self.grammar.tokens_of(state).words
         bitmask[row, : self._words] = words
@@ -207,14 +207,14 @@ class Matcher:
             return False
         if not (int(table.words[token_id >> 5]) >> (token_id & 31)) & 1:
             return False
-        if token_id in grammar._eos:
+        if token_id in grammar.eos_token_ids:
             self._stack.append(_TERMINATED)
             return True
         if table.rows_built:
             # The mask computation built every table row on this token's path, and rows
             # are never changed once built, so this walk needs no lock.
             rows = grammar.dfa.table
-            for byte in grammar._token_bytes[token_id]:
+            for byte in grammar.token_bytes[token_id]:
                 state = rows[state, byte]
             state = int(state)
         else:  # allowed without a walk (tokens.StateTokens.rows_built): follow its path,
@@ -224,7 +224,7 @@ class Matcher:
             # where none of these holds, in one compiled call. (`expanded` is read first:
             # a table grown since holds every row it marks.)
             built = grammar.dfa.expanded
-            rows, loops, data = grammar.dfa.table, grammar.dfa.loops, grammar._token_bytes[token_id]
+            rows, loops, data = grammar.dfa.table, grammar.dfa.loops, grammar.token_bytes[token_id]
             start, closed = state, table.closed
             at = 0
             while at < len(data) and state >= 0:
