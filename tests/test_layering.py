@@ -4,9 +4,9 @@ fails on:
 - `structgen.grammar` importing `structgen.automata` or `structgen.engine`;
 - an import of another module's underscore name (dunders such as `__version__` aside);
 - a cycle between modules;
-- a read of an underscore attribute of anything but `self` or `cls` (dunders aside, and
-  the standard library's few in STDLIB_PRIVATE): another object's private state, or
-  another module's.
+- a read of an underscore attribute of anything but `self`, `cls` or `super()` (dunders
+  aside, and the standard library's few in STDLIB_PRIVATE): another object's private
+  state, or another module's.
 """
 
 from __future__ import annotations
@@ -163,7 +163,8 @@ def test_no_module_reads_another_objects_underscore_attributes():
 
 
 def test_the_checks_see_what_they_look_for():
-    """The walk finds function-level imports, relative imports and cycles."""
+    """The walk finds function-level imports, relative imports, cycles and reads of
+    underscore attributes."""
     edges, _ = graph()
     assert "structgen.grammar.json_schema" in edges["structgen.compiler"]  # imported inside a function
     assert "structgen.automata.nfa" in edges["structgen.automata.languages"]

@@ -621,4 +621,3 @@ def _overlay_bytes(base: list, points: list) -> list:
         byte = points[i][0]
         out.append((byte, byte, united(byte, None)))
     return out
-

@@ -214,4 +214,3 @@ def token_trie(vocab) -> TokenTrie:
             trie = TokenTrie.of_vocabulary(vocab)
             _TRIES[key] = trie
         return trie
-
