@@ -3,8 +3,8 @@
 Owns: `compile_json_schema`, `compile_regex`, `compile_choice`, `compile_grammar` (lark or
 GBNF text), `compile_tool_calls` (free text or one tagged call; front-end -> IR -> NFA ->
 lazy DFA -> `CompiledGrammar`), their budgets, an LRU cache keyed by (kind, canonical
-text, options, vocabulary fingerprint), and the optional warm step of a JSON Schema
-compile (`warm_s`: masks computed ahead along an example document). A compile's Python
+text, options, vocabulary fingerprint); a JSON Schema compile then warms its grammar
+(`warmup`: masks computed ahead along an example document, `warm_s`). A compile's Python
 half (`front`) runs in a worker process where `compile_workers` is started (the server
 does), else in the calling thread. Must not import the engine.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import time
 import weakref
@@ -23,14 +22,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Iterator, Sequence
 
-from structgen import background, compile_workers
+from structgen import background, compile_workers, warmup
 from structgen.automata import kernels
 from structgen.automata.dfa import LazyDFA
 from structgen.automata.example import covering_example
 from structgen.automata.flat import FlatDFA, FlatIR, FlatUnsupported
 from structgen.automata.languages import AUTOMATA
 from structgen.automata.nfa import LazyNFA
-from structgen.automata.tokens import token_trie
+from structgen.automata.token_trie import token_trie
 from structgen.errors import CompileCancelledError, GrammarTooLargeError, SchemaError, StructgenError
 from structgen.grammar import ir
 from structgen.matcher import CompiledGrammar
@@ -38,22 +37,6 @@ from structgen.matcher import CompiledGrammar
 DEFAULT_MAX_STATES = 50_000_000  # IR positions a grammar may expand to (built lazily)
 DEFAULT_MAX_DFA_STATES = 200_000  # DFA states a grammar may grow to while decoding
 DEFAULT_TIMEOUT_S = 10.0
-# Time a JSON Schema compile spends computing, ahead of decoding, the token tables of
-# the states an example output passes through (`_warm_json`). By default (`warm_s=None`)
-# it is as long as the compile itself took, and 2.5 times that less 10 ms for a large one
-# (a compile over 6.7 ms), at least WARM_MIN_S and at most WARM_MAX_S, and never past
-# the compile's `timeout_s`. It moves first-visit time from decoding steps into the
-# compile (see README, MaskBench). A small schema's first mask must come fast and its
-# example is cheap to warm; a large schema has most of the stalls (on MaskBench-dev a
-# third of the tokens are in the schemas compiling over 5 ms, and a whole example takes
-# them 2-10 times the compile to warm), and its compile is already most of its first
-# request's wait.
-WARM_PER_COMPILE = 1.0
-WARM_PER_LARGE_COMPILE = 2.5
-WARM_LARGE_OFFSET_S = 0.01  # the two lines meet at a compile of 6.7 ms
-WARM_MIN_S = 0.001
-WARM_MAX_S = 0.1
-DEFAULT_WARM_S = None  # the automatic budget above; 0 leaves every mask to its first use
 # The compiled-grammar cache holds at most this much memory (grammars grow as they are
 # used, so it is checked at every lookup); the least recently used go first. An evicted
 # grammar keeps serving the requests that hold it, and until they let it go its memory
@@ -241,7 +224,7 @@ def _build(
 ) -> CompiledGrammar:
     kernels.require()  # one clear error where the compiled kernels are not built
     if _flat_automaton():
-        token_trie(vocab).body_exits()  # the vocabulary's tables, made once, outside the budget
+        FlatDFA.body_exits(token_trie(vocab))  # the vocabulary's tables, made once, outside the budget
     with background.busy():
         return _built(kind, source, make_ir, vocab, max_states, max_dfa_states, timeout_s)
 
@@ -282,58 +265,6 @@ def _automaton(made: Front, max_dfa_states: int):
     return LazyDFA(made.nfa or LazyNFA(made.node), max_states=max_dfa_states)
 
 
-# Where an output's tokens start the states worth computing ahead: after each comma and
-# colon, and after the quote that opens a key or a string (`{"`, `, "`, `: "`, `["`).
-# Tokenizers split JSON at these bytes, and a key's start is the costliest first visit
-# there is: it holds every name that may come next.
-_JSON_BOUNDARY = re.compile(rb'([{\[,:])\s*("?)')
-
-
-def _json_boundaries(example: bytes) -> list[int]:
-    out = []
-    for m in _JSON_BOUNDARY.finditer(example):
-        if m.group(1) in b",:":
-            out.append(m.end(1))
-        if m.group(2):
-            out.append(m.end(2))
-    return out
-
-
-def _warm_offsets(example: bytes, trie) -> list[int]:
-    """The offsets of an example whose states `_warm_json` computes, in its order: the
-    JSON boundaries, then the likely token starts between them, then every other one."""
-    boundaries = _json_boundaries(example)
-    first = set(boundaries)
-    likely = [i for i in trie.token_starts(example, boundaries) if i not in first]
-    first.update(likely)
-    return boundaries + likely + [i for i in range(len(example) + 1) if i not in first]
-
-
-def _warm_json(grammar: CompiledGrammar, budget_s: float | None, timeout_s: float) -> None:
-    """Compute ahead the token tables of the states an example document (every optional
-    property written once, `automata.example`) reaches, for about `budget_s` (checked
-    between states; None: the automatic budget, see WARM_PER_COMPILE): first at its
-    boundaries (the start of each key and value, the costliest first visits), then
-    where a tokenizer most likely ends a token inside names, numbers and counted strings
-    (the example cut greedily into the longest tokens, afresh at each boundary), then at
-    every other byte.
-    TBM's tail is these first visits; here they are paid once per schema, when it is
-    compiled, instead of in a decoding step. Once per grammar: a cached grammar that was
-    warmed is not warmed again."""
-    if "warm_s" in grammar.stats:
-        return
-    compile_s = grammar.stats.get("compile_s", 0.0)
-    if budget_s is None:
-        budget_s = min(WARM_MAX_S, max(WARM_MIN_S, WARM_PER_COMPILE * compile_s,
-                                       WARM_PER_LARGE_COMPILE * compile_s - WARM_LARGE_OFFSET_S))
-    budget_s = min(budget_s, max(0.0, timeout_s - compile_s))  # the compile's own limit
-    t0 = time.perf_counter()
-    with background.busy():
-        example = grammar.example()
-        warmed = grammar.warm(example, _warm_offsets(example, token_trie(grammar.vocab)), budget_s)
-    grammar.stats.update(warm_s=time.perf_counter() - t0, warmed_states=warmed)
-
-
 def compile_json_schema(
     schema: dict | bool | str,
     vocab,
@@ -345,7 +276,7 @@ def compile_json_schema(
     max_states: int = DEFAULT_MAX_STATES,
     max_dfa_states: int = DEFAULT_MAX_DFA_STATES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    warm_s: float | None = DEFAULT_WARM_S,
+    warm_s: float | None = warmup.DEFAULT_WARM_S,
     **json_options: Any,
 ) -> CompiledGrammar:
     """Compile a JSON Schema (dict, bool, or JSON text) to a token-level grammar.
@@ -359,7 +290,7 @@ def compile_json_schema(
     document passes through (the start of each key and value first, then where a
     tokenizer most likely ends a token, then every other byte), so that decoding does
     not stop for them; None: as long as the compile took (more
-    for a large schema, see WARM_PER_LARGE_COMPILE), within 1-100 ms (the default); 0
+    for a large schema, see warmup.WARM_PER_LARGE_COMPILE), within 1-100 ms (the default); 0
     leaves every mask to its first use. Not part of the cache key: a cached grammar not
     warmed yet is warmed by the first call that asks.
     """
@@ -383,7 +314,7 @@ def compile_json_schema(
         lambda: _build("json_schema", source, make_ir, vocab, max_states, max_dfa_states, timeout_s),
     )
     if warm_s is None or warm_s > 0:
-        _warm_json(grammar, warm_s, timeout_s)
+        warmup.warm_json(grammar, warm_s, timeout_s)
     return grammar
 
 

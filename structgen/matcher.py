@@ -3,28 +3,23 @@
 Owns: `CompiledGrammar` (immutable to its users, shared by every request with the same
 grammar; holds the lazy DFA and the per-state token tables, filled in on first visit under
 a lock) and `Matcher` (one per sequence: a stack of DFA states, so rollback is exact).
-Must not import the engine; engines use only the Matcher methods below.
+A state's table is what its automaton computes (`state_tokens`); which tables are
+computed ahead of decoding is `warmup.py`'s. Must not import the engine; engines use only
+the Matcher methods below.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Iterable
 
 import numpy as np
 
-from structgen.automata.dfa import DEAD, LazyDFA
+from structgen import warmup
+from structgen.automata.dfa import DEAD, TableDFA
 from structgen.automata.example import covering_example
-from structgen.automata.flat import FlatDFA
-from structgen.automata.tokens import (
-    StateTokens,
-    bitmask_words,
-    plain_tables,
-    state_tokens,
-    token_trie,
-)
-from structgen.errors import GrammarTooLargeError
+from structgen.automata.token_trie import bitmask_words, token_trie
+from structgen.automata.tokens import StateTokens
 
 _TERMINATED = -3  # pushed on the state stack when EOS is accepted
 _QUOTE = ord('"')
@@ -33,11 +28,6 @@ MAX_TOKEN_TABLES = 20_000  # cached masks per grammar before the compile cache r
 # (its matchers recompute one they need again): it works on without growing.
 TABLE_CAP = 2 * MAX_TOKEN_TABLES
 TABLE_OVERHEAD_BYTES = 400  # a StateTokens object, its dict entry and a few next states
-# Warming stops at this share of a grammar's state and table budgets: what it computes
-# ahead must never bring a fresh grammar near being `exhausted`.
-WARM_BUDGET_SHARE = 0.25
-WARM_PATH_PIECE_S = 0.001  # time to walk an example between two looks at the clock
-WARM_CHUNK = 16  # states warmed in one compiled call, between two looks at the clock
 NEAR_DEPTH = 2  # a first visit computes at most this many near states' tables first
 
 
@@ -50,7 +40,7 @@ def allocate_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
 class CompiledGrammar:
     """A grammar compiled for one vocabulary. Thread-safe; create matchers with `matcher()`."""
 
-    def __init__(self, kind: str, source: str, dfa: LazyDFA, vocab, stats: dict | None = None,
+    def __init__(self, kind: str, source: str, dfa: TableDFA, vocab, stats: dict | None = None,
                  example: bytes | None = None):
         self.kind = kind
         self._example = example  # computed where the IR was (a compile worker), else on first use
@@ -62,11 +52,11 @@ class CompiledGrammar:
         self._tables: dict[int, StateTokens] = {}
         self._siblings: dict[int, int] = {}  # near candidates, see tokens.near_state
         self._lock = threading.Lock()
-        eos = sorted(vocab.eos_token_ids)
-        self._eos = frozenset(eos)
-        self._token_bytes = vocab.token_bytes
-        self._eos_words = self._trie.eos_words  # shared per vocabulary: only ever copied from
-        self._empty_words = np.zeros_like(self._eos_words)
+        # What its matchers read at every step (never written to after this):
+        self.eos_token_ids = frozenset(vocab.eos_token_ids)
+        self.token_bytes = vocab.token_bytes
+        self.eos_words = self._trie.eos_words  # the mask after EOS, shared per vocabulary
+        self.empty_words = np.zeros_like(self.eos_words)  # the mask of a dead state
 
     @property
     def vocab_size(self) -> int:
@@ -86,25 +76,26 @@ class CompiledGrammar:
 
     def nbytes(self) -> int:
         """Memory this grammar holds: its automaton's built part and its cached masks."""
-        return self.dfa.nbytes() + len(self._tables) * (self._eos_words.nbytes + TABLE_OVERHEAD_BYTES)
+        return self.dfa.nbytes() + len(self._tables) * (self.eos_words.nbytes + TABLE_OVERHEAD_BYTES)
 
     def tokens_of(self, sid: int) -> StateTokens:
         """The token table of DFA state `sid`, computed on first use and cached."""
         table = self._tables.get(sid)
         if table is None:
-            with self._lock, self.dfa._lock:
+            with self._lock, self.dfa.lock:
                 table = self._table(sid, 0)
         return table
 
     def _table(self, sid: int, depth: int, known: tuple | None = None) -> StateTokens:
         """tokens_of under the lock. A state may start from the table of a near state
         (tokens.near_state), computed first if need be; the depth bound keeps two states
-        near each other from asking for one another forever. `known`: see state_tokens."""
+        near each other from asking for one another forever. `known`: see
+        `TableTokens.state_tokens`."""
         table = self._tables.get(sid)
         if table is None:
             near = (lambda t: self._table(t, depth + 1)) if depth < NEAR_DEPTH else None
-            table = state_tokens(self.dfa, self._trie, sid, near, self._siblings, lambda t: self._table(t, depth),
-                                 known)
+            table = self.dfa.state_tokens(self._trie, sid, near, self._siblings, lambda t: self._table(t, depth),
+                                          known)
             self._tables[sid] = table
             if len(self._tables) > TABLE_CAP:
                 del self._tables[next(iter(self._tables))]  # the oldest (dicts keep insertion order)
@@ -119,37 +110,20 @@ class CompiledGrammar:
 
     def warm(self, data: bytes, offsets: Iterable[int], budget_s: float) -> int:
         """Compute now the token tables of the states after `data[:i]` for each i in
-        `offsets`, in the order given (offsets outside the data, or past where it leaves
-        the language, are skipped), until `budget_s` is spent (checked between states and
-        between pieces of the walk along `data`) or the grammar has grown to
-        WARM_BUDGET_SHARE of its state or table budget; returns how many tables were
-        computed. `data` is an example output (see `automata.example`): its states are
-        the ones every output passes through, whose first visit would otherwise stall a
-        decoding step."""
-        deadline = time.perf_counter() + budget_s
-        path = self._path_until(data, deadline)
-        states = list(dict.fromkeys(path[i] for i in offsets if 0 <= i < len(path) and path[i] >= 0))
-        warmed = 0
-        for at in range(0, len(states), WARM_CHUNK):
-            if (time.perf_counter() > deadline or self.dfa.num_states >= WARM_BUDGET_SHARE * self.dfa.max_states
-                    or len(self._tables) >= WARM_BUDGET_SHARE * MAX_TOKEN_TABLES):
-                break
-            chunk = [sid for sid in states[at:at + WARM_CHUNK] if sid not in self._tables]
-            try:
-                warmed += self._warm_chunk(chunk)
-            except GrammarTooLargeError:
-                break  # a budget met ahead: decoding meets it only if it comes here
-        return warmed
+        `offsets`, within `budget_s`; returns how many were computed (`warmup.warm`)."""
+        return warmup.warm(self, data, offsets, budget_s)
 
-    def _warm_chunk(self, sids: list[int]) -> int:
-        """The tables of `sids`: the plain ones in one compiled call where the automaton
-        is compiled (`tokens.plain_tables`), then the others one by one."""
-        with self._lock, self.dfa._lock:
-            if not isinstance(self.dfa, FlatDFA):
-                for sid in sids:
-                    self._table(sid, 0)
-                return len(sids)
-            found = plain_tables(self.dfa, self._trie, sids) if sids else []
+    def grown_to(self, share: float) -> bool:
+        """Whether this grammar holds `share` of its state budget or of its table budget."""
+        return self.dfa.num_states >= share * self.dfa.max_states or len(self._tables) >= share * MAX_TOKEN_TABLES
+
+    def compute_tables(self, sids: list[int]) -> int:
+        """The token tables of those of `sids` not computed yet, at once where the
+        automaton can (`plain_tables`: the plain states in one compiled call), then the
+        others one by one; returns how many were computed."""
+        sids = [sid for sid in sids if sid not in self._tables]
+        with self._lock, self.dfa.lock:
+            found = self.dfa.plain_tables(self._trie, sids) if sids else []
             for sid, table in zip(sids, found):  # first: the others may start from them (near_state)
                 if isinstance(table, StateTokens):
                     self._tables.setdefault(sid, table)
@@ -158,47 +132,23 @@ class CompiledGrammar:
                     self._table(sid, 0, table)
         return len(sids)
 
-    def _path_until(self, data: bytes, deadline: float) -> list[int]:
-        """The states after each prefix of `data` (see `dfa.path`), up to where the data
-        leaves the language, meets a state budget, or `deadline` passes. Walked in pieces
-        sized to take about WARM_PATH_PIECE_S each, so that the clock is looked at often
-        enough: a step through an unbuilt row unions the targets of every item of its
-        state, and a state of an object whose members may come in any order can hold
-        thousands (a 2 KB example took 12 s in one piece)."""
-        path, start, size = [self.dfa.start], 0, 8
-        while start < len(data) and path[-1] >= 0:
-            t0 = time.perf_counter()
-            if t0 > deadline:
-                break
-            try:
-                with self.dfa._lock:
-                    path += self.dfa.path(path[-1], data[start:start + size]).tolist()[1:]
-            except GrammarTooLargeError:
-                break
-            start += size
-            per_byte = (time.perf_counter() - t0) / size
-            size = max(1, min(4096, int(WARM_PATH_PIECE_S / max(per_byte, 1e-9))))
-        while path and path[-1] < 0:
-            path.pop()
-        return path
-
     def forced_bytes(self, sid: int, built_only: bool = False) -> bytes | None:
         cached = self.dfa.known_forced_bytes(sid)  # asked every step: skip the lock when known
         if cached is not None:
             return cached
-        with self.dfa._lock:
+        with self.dfa.lock:
             return self.dfa.forced_bytes(sid, built_only=built_only)
 
     def has_exits(self, sid: int) -> bool:
         cached = self.dfa.known_has_exits(sid)
         if cached is not None:
             return cached
-        with self.dfa._lock:
+        with self.dfa.lock:
             return self.dfa.has_exits(sid)
 
     def accepts_bytes(self, data: bytes) -> bool:
         """Whether `data` is a complete sentence of the grammar (byte level)."""
-        with self.dfa._lock:
+        with self.dfa.lock:
             sid = self.dfa.walk(self.dfa.start, data)
         return sid >= 0 and bool(self.dfa.accepting[sid])
 
@@ -214,7 +164,7 @@ class Matcher:
     def __init__(self, grammar: CompiledGrammar):
         self.grammar = grammar
         self._stack = [grammar.dfa.start]
-        self._words = len(grammar._eos_words)
+        self._words = len(grammar.eos_words)
 
     # --------------------------------------------------------------- masks
 
@@ -224,9 +174,9 @@ class Matcher:
             bitmask = bitmask.numpy()  # a CPU torch tensor: shares memory
         state = self._stack[-1]
         if state == _TERMINATED:
-            words = self.grammar._eos_words
+            words = self.grammar.eos_words
         elif state == DEAD:
-            words = self.grammar._empty_words
+            words = self.grammar.empty_words
         else:
             words = self.grammar.tokens_of(state).words
         bitmask[row, : self._words] = words
@@ -257,14 +207,14 @@ class Matcher:
             return False
         if not (int(table.words[token_id >> 5]) >> (token_id & 31)) & 1:
             return False
-        if token_id in grammar._eos:
+        if token_id in grammar.eos_token_ids:
             self._stack.append(_TERMINATED)
             return True
         if table.rows_built:
             # The mask computation built every table row on this token's path, and rows
             # are never changed once built, so this walk needs no lock.
             rows = grammar.dfa.table
-            for byte in grammar._token_bytes[token_id]:
+            for byte in grammar.token_bytes[token_id]:
                 state = rows[state, byte]
             state = int(state)
         else:  # allowed without a walk (tokens.StateTokens.rows_built): follow its path,
@@ -274,7 +224,7 @@ class Matcher:
             # where none of these holds, in one compiled call. (`expanded` is read first:
             # a table grown since holds every row it marks.)
             built = grammar.dfa.expanded
-            rows, loops, data = grammar.dfa.table, grammar.dfa.loops, grammar._token_bytes[token_id]
+            rows, loops, data = grammar.dfa.table, grammar.dfa.loops, grammar.token_bytes[token_id]
             start, closed = state, table.closed
             at = 0
             while at < len(data) and state >= 0:
@@ -288,7 +238,7 @@ class Matcher:
                 at += 1
             state = int(state)
             if at < len(data):
-                with grammar.dfa._lock:
+                with grammar.dfa.lock:
                     state = grammar.dfa.walk(state, data[at:])
         table.next_state[token_id] = state  # one dict store: safe beside other threads
         self._stack.append(state)
@@ -300,7 +250,7 @@ class Matcher:
         state = self._stack[-1]
         if state < 0:
             return False
-        with self.grammar.dfa._lock:
+        with self.grammar.dfa.lock:
             nxt = self.grammar.dfa.walk(state, data)
         if nxt < 0:
             return False

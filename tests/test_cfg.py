@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 import structgen
 from benchmarks.hostile import lark_grammars
 from structgen.automata.languages import AUTOMATA
-from structgen.automata.nfa import ir_accepts
 from structgen.errors import GrammarError, GrammarTooLargeError
+from structgen.grammar.acceptor import ir_accepts
 from structgen.grammar.cfg import grammar_to_ir
 from structgen.grammar.lark_grammar import parse_lark
 

@@ -15,7 +15,6 @@ import pytest
 
 import structgen
 from structgen.automata.dfa import DEAD
-from structgen.automata.tokens import state_tokens
 from structgen.grammar import ir
 from structgen.grammar.json_schema import schema_to_ir
 
@@ -100,12 +99,12 @@ def test_twin_masks_equal_the_states_own(smollm2_vocab, index):
                 break
             matcher.fill_bitmask(mask, 0)
             if grammar.dfa.twin_of(state, grammar._trie.longest) >= 0:
-                own = state_tokens(grammar.dfa, grammar._trie, state).words
+                own = grammar.dfa.state_tokens(grammar._trie, state).words
                 assert np.array_equal(mask[0, : own.size], own), f"state {state}: twin mask differs"
                 twinned += 1
             allowed = matcher.allowed_token_ids()
             token = int(rng.choice(allowed.tolist()))
-            if token in grammar._eos:
+            if token in grammar.eos_token_ids:
                 break
             assert matcher.accept_token(token)
     assert twinned >= 20  # the walks met the zone

@@ -25,7 +25,7 @@ GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
 
 
 def walk(grammar, data: bytes) -> int:
-    with grammar.dfa._lock:
+    with grammar.dfa.lock:
         return grammar.dfa.walk(grammar.dfa.start, data)
 
 
@@ -231,8 +231,8 @@ def test_likely_token_starts_are_where_the_tokenizer_cuts_json(smollm2_vocab, sm
     document falls mostly into the SmolLM2 tokenizer's own tokens (not always: BPE
     cuts "Timestamp" into "Tim" "estamp", the greedy cut into "Times" "ta" "mp"): its
     warm offsets start with the states a decode of it visits."""
-    from structgen.automata.tokens import token_trie
-    from structgen.compiler import _json_boundaries, _warm_offsets
+    from structgen.automata.token_trie import token_trie
+    from structgen.warmup import json_boundaries, warm_offsets
 
     data = text.encode()
     starts, offset = [], 0
@@ -240,11 +240,11 @@ def test_likely_token_starts_are_where_the_tokenizer_cuts_json(smollm2_vocab, sm
         starts.append(offset)
         offset += len(smollm2_vocab.token_bytes[token])
     trie = token_trie(smollm2_vocab)
-    greedy = trie.token_starts(data, _json_boundaries(data))
+    greedy = trie.token_starts(data, json_boundaries(data))
     assert greedy[-1] == len(data) and greedy == sorted(set(greedy))
     assert len(set(starts) - set(greedy)) <= 0.05 * len(starts)
     assert len(greedy) <= len(starts) + 2
-    offsets = _warm_offsets(data, trie)
+    offsets = warm_offsets(data, trie)
     assert sorted(offsets) == list(range(len(data) + 1))
     assert set(offsets[: len(greedy)]) == set(greedy)
 
@@ -252,7 +252,7 @@ def test_likely_token_starts_are_where_the_tokenizer_cuts_json(smollm2_vocab, sm
 def test_token_starts_restart_at_each_boundary(smollm2_vocab):
     """A restart inside a long token cuts it there; bytes no token starts with count
     as one each."""
-    from structgen.automata.tokens import token_trie
+    from structgen.automata.token_trie import token_trie
 
     trie = token_trie(smollm2_vocab)
     assert trie.token_starts(b"information", []) == [0, 11]
@@ -264,11 +264,11 @@ def test_token_starts_restart_at_each_boundary(smollm2_vocab):
 
 def test_states_warmed_in_one_call_get_the_masks_they_get_one_by_one(smollm2_vocab):
     """`CompiledGrammar.warm` computes the plain states of a chunk in one compiled call
-    (`tokens.plain_tables`) and goes on from what it found for the others (strings,
+    (`FlatTokens.plain_tables`) and goes on from what it found for the others (strings,
     loops, counted strings with a twin, keys); every mask must be the one a state gets
     alone. Two grammars of one schema number their states alike only by chance, so the
     masks are compared at each offset of the example."""
-    from structgen.automata import tokens
+    from structgen.automata import flat_tokens
 
     schema = {
         "type": "object",
@@ -292,15 +292,15 @@ def test_states_warmed_in_one_call_get_the_masks_they_get_one_by_one(smollm2_voc
     example = batched.example()
     assert json.loads(example)
     offsets = range(len(example) + 1)
-    with batched.dfa._lock:
+    with batched.dfa.lock:
         states = [batched.dfa.walk(batched.dfa.start, example[:i]) for i in offsets]
-    with batched._lock, batched.dfa._lock:
-        found = tokens.plain_tables(batched.dfa, batched._trie, sorted(set(states)))
+    with batched._lock, batched.dfa.lock:
+        found = batched.dfa.plain_tables(batched._trie, sorted(set(states)))
     kinds = {t[0] if isinstance(t, tuple) else "plain" for t in found}
-    assert {"plain", tokens.NOT_PLAIN_BODY, tokens.NOT_PLAIN_TWIN} <= kinds, kinds
-    assert kinds & {tokens.NOT_PLAIN_LOOP, tokens.NOT_PLAIN_FREE, tokens.NOT_PLAIN_WIDE}, kinds
+    assert {"plain", flat_tokens.NOT_PLAIN_BODY, flat_tokens.NOT_PLAIN_TWIN} <= kinds, kinds
+    assert kinds & {flat_tokens.NOT_PLAIN_LOOP, flat_tokens.NOT_PLAIN_FREE, flat_tokens.NOT_PLAIN_WIDE}, kinds
     assert batched.warm(example, offsets, budget_s=60.0) == len(set(states))
     for i in offsets:
-        with alone.dfa._lock:
+        with alone.dfa.lock:
             state = alone.dfa.walk(alone.dfa.start, example[:i])
         assert np.array_equal(batched.tokens_of(states[i]).words, alone.tokens_of(state).words), example[:i]

@@ -355,7 +355,7 @@ def test_random_near_misses_never_slip_through(name):
 def test_agrees_with_project_regex_front_end():
     """The patterns mean the same to structgen's own ECMA regex compiler (when present)."""
     try:
-        from structgen.automata.nfa import ir_accepts
+        from structgen.grammar.acceptor import ir_accepts
         from structgen.grammar.regex import regex_ir
     except ImportError:
         pytest.skip("regex front end not available")

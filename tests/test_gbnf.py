@@ -7,9 +7,9 @@ import pytest
 
 import structgen
 from structgen.automata.languages import AUTOMATA
-from structgen.automata.nfa import ir_accepts
 from structgen.errors import GrammarError
 from structgen.grammar import cfg
+from structgen.grammar.acceptor import ir_accepts
 from structgen.grammar.gbnf import parse_gbnf
 
 # llama.cpp's grammars/arithmetic.gbnf

@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from structgen.automata.languages import AUTOMATA
-from structgen.automata.nfa import ir_accepts
 from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError, UnsupportedKeywordError
 from structgen.grammar import ir
+from structgen.grammar.acceptor import ir_accepts
 from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
 
 MASKBENCH = Path(__file__).resolve().parents[1].parent / "shared/data/maskbench-dev"

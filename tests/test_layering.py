@@ -1,9 +1,12 @@
-"""The imports run one way. Walks every module of structgen/ and server/ with `ast`, at
-module level and inside functions, and fails on:
+"""The imports run one way, and modules keep to each other's public names. Walks every
+module of structgen/ and server/ with `ast`, at module level and inside functions, and
+fails on:
 - `structgen.grammar` importing `structgen.automata` or `structgen.engine`;
 - an import of another module's underscore name (dunders such as `__version__` aside);
-- a cycle between modules, but for the one listed in KNOWN_CYCLES (the Python automaton's
-  NFA runs its lexemes on a DFA of its own kind), which is left to undo.
+- a cycle between modules;
+- a read of an underscore attribute of anything but `self`, `cls` or `super()` (dunders
+  aside, and the standard library's few in STDLIB_PRIVATE): another object's private
+  state, or another module's.
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("structgen", "server")
-KNOWN_CYCLES = [{"structgen.automata.dfa", "structgen.automata.nfa"}]
+# The standard library's underscore names that are its public API:
+STDLIB_PRIVATE = {
+    ("os", "_exit"),  # a compile worker whose server is gone exits at once, without cleanup
+}
+ATTRIBUTE_FUNCTIONS = ("getattr", "setattr", "hasattr", "delattr")
 
 
 def module_name(path: Path) -> str:
@@ -101,6 +108,37 @@ def cycles(edges: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def is_own(node: ast.expr) -> bool:
+    """`self`, `cls` or `super()`: what a method may read the private attributes of."""
+    if isinstance(node, ast.Name):
+        return node.id in ("self", "cls")
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+
+
+def private_reads(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, expression) for each underscore attribute of something other than self or
+    cls, as `x._name` or `getattr(x, "_name")`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            target, name = node.value, node.attr
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ATTRIBUTE_FUNCTIONS
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            target, name = node.args[0], node.args[1].value
+        else:
+            continue
+        if not is_private(name) or is_own(target):
+            continue
+        if isinstance(target, ast.Name) and (target.id, name) in STDLIB_PRIVATE:
+            continue
+        found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
 def test_grammar_never_imports_the_automata_or_the_engine():
     edges, _ = graph()
     wrong = [(name, target) for name, targets in edges.items() if name.startswith("structgen.grammar")
@@ -115,13 +153,24 @@ def test_no_module_imports_another_modules_underscore_names():
 
 def test_no_import_cycles():
     edges, _ = graph()
-    assert [c for c in cycles(edges) if c not in KNOWN_CYCLES] == []
+    assert cycles(edges) == []
+
+
+def test_no_module_reads_another_objects_underscore_attributes():
+    wrong = [f"{name}:{line}: {text}" for name, path in modules().items()
+             for line, text in private_reads(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not wrong, "underscore attributes read from outside their object:\n" + "\n".join(wrong)
 
 
 def test_the_checks_see_what_they_look_for():
-    """The walk finds function-level imports, relative imports and cycles."""
+    """The walk finds function-level imports, relative imports, cycles and reads of
+    underscore attributes."""
     edges, _ = graph()
-    assert "structgen.automata.dfa" in edges["structgen.automata.nfa"]  # imported inside a method
+    assert "structgen.grammar.json_schema" in edges["structgen.compiler"]  # imported inside a function
     assert "structgen.automata.nfa" in edges["structgen.automata.languages"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert cycles({"a": {"b"}, "b": set()}) == []
+    code = ast.parse("self._a; cls._b; super()._c; x.__len__; os._exit(0); self.d._e; f()._g; m._h\n"
+                     "getattr(self, '_i'); getattr(y, '_j'); hasattr(z, '__k__'); sys._getframe()")
+    assert [text for _, text in private_reads(code)] == ["self.d._e", "f()._g", "m._h", "getattr(y, '_j')",
+                                                         "sys._getframe"]

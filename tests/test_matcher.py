@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 
 import structgen
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.nfa import ACCEPT, LazyNFA, LexemeSpace, ir_accepts
+from structgen.automata.item_sets import ACCEPT
+from structgen.automata.nfa import LazyNFA, LexemeSpace
 from structgen.grammar import ir
+from structgen.grammar.acceptor import ir_accepts
 from structgen.matcher import CompiledGrammar
 
 
@@ -345,10 +347,10 @@ def _abcd_trie():
     """A TokenTrie of the 20 words of one or two letters of "abcd" (id 20: EOS)."""
     import itertools
 
-    from structgen.automata import tokens as tk
+    from structgen.automata.token_trie import TokenTrie
 
     words = sorted({bytes(p) for n in (1, 2) for p in itertools.product(b"abcd", repeat=n)})
-    return tk.TokenTrie([(w, i) for i, w in enumerate(words)], len(words) + 1, [len(words)])
+    return TokenTrie.of_tokens([(w, i) for i, w in enumerate(words)], len(words) + 1, [len(words)])
 
 
 def _loop_bits(letters: bytes):
@@ -366,11 +368,11 @@ def test_loop_slices_are_bounded(monkeypatch):
     LOOP_SLICE_MAX_SIGHTINGS counts; past the cap a loop set simply gets no slice."""
     import itertools
 
-    from structgen.automata import tokens as tk
+    from structgen.automata import token_trie as tt
 
-    monkeypatch.setattr(tk, "LOOP_SLICE_MIN_TOKENS", 1)
-    monkeypatch.setattr(tk, "LOOP_SLICE_MAX_BUILT", 2)
-    monkeypatch.setattr(tk, "LOOP_SLICE_MAX_SIGHTINGS", 3)
+    monkeypatch.setattr(tt, "LOOP_SLICE_MIN_TOKENS", 1)
+    monkeypatch.setattr(tt, "LOOP_SLICE_MAX_BUILT", 2)
+    monkeypatch.setattr(tt, "LOOP_SLICE_MAX_SIGHTINGS", 3)
     trie = _abcd_trie()
     for letters in (b"ab", b"ab", b"bc", b"bc", b"cd"):
         trie.loop_slice(_loop_bits(letters))
@@ -386,10 +388,10 @@ def test_loop_slices_are_bounded(monkeypatch):
 def test_loop_slices_hold_a_bounded_number_of_other_tokens(monkeypatch):
     """The tries of the tokens outside the slices built hold LOOP_SLICE_MAX_REST_TOTAL
     tokens at most, however few slices there are."""
-    from structgen.automata import tokens as tk
+    from structgen.automata import token_trie as tt
 
-    monkeypatch.setattr(tk, "LOOP_SLICE_MIN_TOKENS", 1)
-    monkeypatch.setattr(tk, "LOOP_SLICE_MAX_REST_TOTAL", 20)
+    monkeypatch.setattr(tt, "LOOP_SLICE_MIN_TOKENS", 1)
+    monkeypatch.setattr(tt, "LOOP_SLICE_MAX_REST_TOTAL", 20)
     trie = _abcd_trie()
     for letters in (b"abc", b"abc", b"ab", b"ab"):
         trie.loop_slice(_loop_bits(letters))
@@ -486,13 +488,14 @@ def test_free_key_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer
     accepted through such a mask, whose paths were not built, advance to the right state."""
     import json
 
+    from structgen.automata import flat_tokens as ft
     from structgen.automata import tokens as tk
 
     free = []  # the states whose mask took a free-bytes slice unwalked (in Python or in one compiled call)
-    real, real_flat = tk._walked_tokens, tk._sliced_flat
+    real, real_flat = tk._walked_tokens, ft._sliced_flat
     monkeypatch.setattr(tk, "_walked_tokens",
                         lambda *a, **k: (free.append(a[2]) if k.get("free_piece") else None) or real(*a, **k))
-    monkeypatch.setattr(tk, "_sliced_flat",
+    monkeypatch.setattr(ft, "_sliced_flat",
                         lambda *a, **k: (free.append(a[2]) if k.get("free_bytes") else None) or real_flat(*a, **k))
     schema = {
         "type": "object",

@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.nfa import ACCEPT, LazyNFA, ir_accepts
+from structgen.automata.item_sets import ACCEPT
+from structgen.automata.nfa import LazyNFA
 from structgen.grammar import ir
+from structgen.grammar.acceptor import ir_accepts
 from structgen.grammar.string_except import StringExcept
 
 # Letters that exercise every way a character is spelled: plain, short escapes (/ and

@@ -1,15 +1,17 @@
 """A lazily determinized DFA over bytes, backed by a dense numpy transition table.
 
-Owns: subset construction on demand (a DFA state is a set of NFA states, built the
-first time something steps into it), the `[states, 256]` int32 table the token walker
-reads, per state the bytes that loop on it (a 256-bit set), accepting flags and forced
-byte spans. A state part-way through a literal gets its row together with those of the
-states after its next bytes (one exit each), so a walk does not stop at every byte. A
-state inside the name of an undeclared property copies the row that every prefix of
-the declared names shares and patches the few bytes where it differs.
-Thread-safe: one lock guards expansion; readers only look at rows already marked
-expanded.
-Must not know about tokens or the engine.
+Owns: subset construction on demand (a DFA state is a set of NFA items, `item_sets`,
+built the first time something steps into it), the `[states, 256]` int32 table the token
+walker reads, per state the bytes that loop on it (a 256-bit set), accepting flags and
+forced byte spans. A state part-way through a literal gets its row together with those
+of the states after its next bytes (one exit each), so a walk does not stop at every
+byte. A state inside the name of an undeclared property copies the row that every
+prefix of the declared names shares and patches the few bytes where it differs.
+Thread-safe: one lock (`lock`) guards expansion; readers only look at rows already
+marked expanded.
+Reads its NFA (`nfa.LazyNFA`, which imports this module for its lexemes' DFA) only
+through the object it is given. Its states' token masks are `tokens.TableTokens`, mixed
+in; it must not know about vocabularies or the engine.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import threading
 
 import numpy as np
 
-from structgen.automata.nfa import ACCEPT, LazyNFA, union
+from structgen.automata.item_sets import ACCEPT, union
+from structgen.automata.tokens import TableTokens
 from structgen.errors import GrammarTooLargeError
 
 DEAD = -1  # no transition: the byte leaves the language
@@ -40,7 +43,7 @@ class TableDFA:
 
     def __init__(self, max_states: int, initial_states: int = 64):
         self.max_states = max_states
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
         self.table = np.empty((initial_states, 256), dtype=np.int32)  # a row is set when its state is expanded
         self.expanded = np.zeros(initial_states, dtype=bool)
         self.loops = np.zeros((initial_states, 4), dtype=np.uint64)  # bytes b with table[s, b] == s
@@ -53,7 +56,7 @@ class TableDFA:
         lock)."""
         if self.expanded[sid]:
             return
-        with self._lock:
+        with self.lock:
             if not self.expanded[sid]:
                 self._build_row(sid)
 
@@ -153,8 +156,12 @@ class TableDFA:
         return result
 
 
-class LazyDFA(TableDFA):
-    def __init__(self, nfa: LazyNFA, *, max_states: int = 200_000):
+class LazyDFA(TableTokens, TableDFA):
+    """The Python automaton: subset construction over a `nfa.LazyNFA`'s items; its
+    states' token masks are the walk of `tokens.TableTokens`."""
+
+    def __init__(self, nfa, *, max_states: int = 200_000):
+        """nfa: the `nfa.LazyNFA` whose item sets are this automaton's states."""
         super().__init__(max_states)
         self.nfa = nfa
         self._sets: list[frozenset[int]] = []
@@ -172,7 +179,7 @@ class LazyDFA(TableDFA):
 
     def state_of(self, nfa_states: frozenset) -> int:
         """The DFA state of a set of NFA items (interned)."""
-        with self._lock:
+        with self.lock:
             return self._intern(nfa_states)
 
     def _intern(self, nfa_states: frozenset[int]) -> int:

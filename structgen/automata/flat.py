@@ -35,7 +35,8 @@ once per process (`SHARED`). The store is numpy arrays grown by the Python side 
 calls (`FlatDFA.run`); the token walk drives the rows' builder from compiled code
 (token_kernels.pyx, through flat_kernels.pxd). The kernels are a C extension built
 when the package is installed (`kernels.require` says so where it is not).
-Must not know about tokens, vocabularies or the engine.
+Its states' token masks are `flat_tokens.FlatTokens`, mixed in; it must not know about
+vocabularies or the engine.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ import numpy as np
 
 from structgen.automata import kernels
 from structgen.automata.dfa import DEAD, TableDFA
-from structgen.automata.nfa import MAX_RULE_NESTING, MAX_STATE_ITEMS, LazyNFA, too_ambiguous
+from structgen.automata.flat_tokens import FlatTokens
+from structgen.automata.item_sets import MAX_STATE_ITEMS, too_ambiguous
+from structgen.automata.nfa import MAX_RULE_NESTING, LazyNFA
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 from structgen.grammar.charset import json_body_ir
@@ -342,7 +345,7 @@ class FlatIR:
         self.nonempty = block.nonempty
         self.has_free = bool((block.g_free >= 0).any())
         # (not in `arrays`: only the twin check reads them, `flat_kernels.twin_of` from
-        # `FlatDFA.twin_of` and from a mask's call, `tokens.state_tokens`)
+        # `FlatDFA.twin_of` and from a mask's call, `FlatTokens.state_tokens`)
         self.g_counted, self.node_twin = block.g_counted, block.node_twin
         self.has_counted = bool((block.g_counted[:, G_TWIN_NODE] >= 0).any() or (block.node_twin >= 0).any())
         # The node of any JSON string body, where this IR has it: a state in such a body
@@ -496,34 +499,35 @@ _ERRORS = {
 }
 
 
-class FlatDFA(TableDFA):
-    """A lazily built DFA over a `FlatIR`, rows built in compiled code (see the module doc)."""
+class FlatDFA(FlatTokens, TableDFA):
+    """A lazily built DFA over a `FlatIR`, rows built in compiled code (see the module
+    doc); its states' token masks are `flat_tokens.FlatTokens`, mixed in."""
 
-    def __init__(self, nfa: LazyNFA, *, max_states: int = 200_000):
-        self._open(FlatIR(nfa.root), nfa.is_empty_language, max_states)
-        self.nfa = nfa  # kept for what reads the IR in Python (covering examples)
-
-    @classmethod
-    def of_flat(cls, flat: FlatIR, empty: bool, *, max_states: int = 200_000) -> "FlatDFA":
-        """The automaton of an IR flattened elsewhere (a compile worker process, which
-        sends arrays rather than the IR's Python objects); it has no `nfa`."""
-        dfa = cls.__new__(cls)
-        dfa._open(flat, empty, max_states)
-        dfa.nfa = None
-        return dfa
-
-    def _open(self, flat: FlatIR, empty: bool, max_states: int) -> None:
+    def __init__(self, nfa: LazyNFA | None, *, max_states: int = 200_000, flat: FlatIR | None = None,
+                 empty: bool = False):
+        """The automaton of `nfa`'s IR, or, with nfa None, of an IR flattened elsewhere
+        (`flat`, whose language has no string where `empty`: a compile worker process
+        sends arrays rather than the IR's Python objects). The NFA is kept for what reads
+        the IR in Python (covering examples)."""
+        if nfa is not None:
+            flat, empty = FlatIR(nfa.root), nfa.is_empty_language
         # Room for 1,024 states from the start (most automata never need more): the
         # table is not written ahead, so the pages of rows never built cost nothing, and
         # no doubling copies it on a decoding step.
         super().__init__(max_states, initial_states=1024)
+        self.nfa = nfa
         self.flat = flat
         self._store = _new_store()
         self._free: dict[int, np.ndarray | None] = {}
         self.start = DEAD
         if not empty:
-            with self._lock:
+            with self.lock:
                 self.start = self.run(kernels.flat_kernels.start_entry, lambda: (self.accepting, self.flat.root))
+
+    @classmethod
+    def of_flat(cls, flat: FlatIR, empty: bool, *, max_states: int = 200_000) -> "FlatDFA":
+        """The automaton of an IR flattened elsewhere; it has no `nfa`."""
+        return cls(None, max_states=max_states, flat=flat, empty=empty)
 
     @property
     def num_states(self) -> int:
@@ -581,7 +585,7 @@ class FlatDFA(TableDFA):
         if not data:
             return sid
         codes = np.frombuffer(bytes(data), dtype=np.uint8)  # bytes or bytearray: one argument type
-        with self._lock:
+        with self.lock:
             return int(self.run(kernels.flat_kernels.walk_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid, codes,
                                                       _NO_PATH)))
 
@@ -591,7 +595,7 @@ class FlatDFA(TableDFA):
         path[0] = sid
         if sid >= 0 and data:
             codes = np.frombuffer(bytes(data), dtype=np.uint8)
-            with self._lock:
+            with self.lock:
                 self.run(kernels.flat_kernels.walk_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid, codes,
                                                path[1:]))
         return path
@@ -604,7 +608,7 @@ class FlatDFA(TableDFA):
             self.expand(sid)  # its loops are known once its row is built
             free = None
             if self.flat.has_free:
-                with self._lock:
+                with self.lock:
                     free, beyond_loops = kernels.flat_kernels.free_entry(self.flat.arrays, self._store, self.loops,
                                                                         self.accepting, sid)
                 if not beyond_loops:
@@ -624,14 +628,14 @@ class FlatDFA(TableDFA):
         tokens' paths."""
         if not self.flat.has_counted or sid < 0:
             return DEAD
-        with self._lock:
+        with self.lock:
             return int(self.run(kernels.flat_kernels.twin_entry, lambda: (self.flat.g_counted, self.flat.node_twin, self.accepting, sid,
                                                       longest)))
 
     def body_exit(self, sid: int) -> int:
         """The state after the closing quote of the JSON string body `sid` is in, or
         DEAD where it is not such a state (`flat_kernels.body_exit`; tests)."""
-        with self._lock:
+        with self.lock:
             return int(self.run(kernels.flat_kernels.body_exit_entry, lambda: (self.accepting, sid, self.flat.body_node)))
 
     def items_of(self, sid: int) -> np.ndarray:

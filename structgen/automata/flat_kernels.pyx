@@ -1235,7 +1235,7 @@ cdef int64_t body_exit(const IR* g, Store* st, Rows* r, int64_t sid, int64_t bod
                        int64_t max_nesting) noexcept nogil:
     """Where `sid` is a JSON string body's state -- exactly what resuming the Repeat
     `body` with some continuation P reaches, P reading a closing '"' and nothing else --
-    the state after that quote; else DEAD (see flat.py, `tokens.BodyExits`). Builds no
+    the state after that quote; else DEAD (see flat.py, `flat_tokens.BodyExits`). Builds no
     row of `sid`; reads the items' continuations only."""
     cdef int64_t n_items, n_resumed, n_exits, i, k, it, cont, body_ref, exit_ref
     cdef int64_t fr = DONE

@@ -7,7 +7,8 @@ hold automaton code of its own: each answer is one call into nfa.py or dfa.py.
 from __future__ import annotations
 
 from structgen.automata.dfa import LazyDFA
-from structgen.automata.nfa import ACCEPT, LazyNFA
+from structgen.automata.item_sets import ACCEPT
+from structgen.automata.nfa import LazyNFA
 from structgen.grammar import ir
 from structgen.grammar.languages import Languages
 

@@ -37,17 +37,13 @@ import threading
 import time
 from bisect import bisect_left
 
+from structgen.automata.dfa import LazyDFA
+from structgen.automata.item_sets import ACCEPT, MAX_STATE_ITEMS, too_ambiguous, union
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 from structgen.grammar.nesting import make_room_for_deep_input
 
 MAX_RULE_NESTING = 2000  # rules entered within one closure before we call it left recursion
-# Parse positions one automaton state may hold. Real grammars stay in the hundreds (the
-# largest over MaskBench-dev's schemas and grammars/ is 336); an ambiguous grammar
-# (rules matching the same text in exponentially many ways) multiplies them with every
-# byte, and each state would cost seconds, then minutes: refuse it instead.
-MAX_STATE_ITEMS = 20_000
-ACCEPT = ("accept",)  # the item standing for "the whole input matched"
 DONE = 0  # the empty continuation
 
 
@@ -553,8 +549,6 @@ class LexemeSpace:
     _lock = threading.Lock()
 
     def __init__(self):
-        from structgen.automata.dfa import LazyDFA  # late: dfa.py builds on this module
-
         self.nfa = LazyNFA(ir.EMPTY, lexemes=False)
         # grammars pinned to a replaced space may still grow it a little
         self.dfa = LazyDFA(self.nfa, max_states=5 * self.MAX_STATES + 10_000)
@@ -572,7 +566,7 @@ class LexemeSpace:
         """The state where the lexeme `node` begins."""
         got = self._starts.get(id(node))
         if got is None:
-            with self.dfa._lock:  # the space's NFA is shared by grammars in every thread
+            with self.dfa.lock:  # the space's NFA is shared by grammars in every thread
                 sid = self.dfa.state_of(self.nfa.closure(node, DONE))
                 got = self._starts[id(node)] = (node, sid)
         return got[1]
@@ -627,35 +621,3 @@ def _overlay_bytes(base: list, points: list) -> list:
         byte = points[i][0]
         out.append((byte, byte, united(byte, None)))
     return out
-
-
-def union(targets: list) -> frozenset:
-    """The items of several targets together: what one byte reaches from all of them."""
-    items = frozenset().union(*targets)
-    if len(items) > MAX_STATE_ITEMS:
-        raise too_ambiguous()
-    return items
-
-
-def too_ambiguous() -> GrammarTooLargeError:
-    return GrammarTooLargeError(
-        f"grammar too ambiguous: one automaton state would track more than {MAX_STATE_ITEMS:,} parse "
-        "positions (its rules can match the same text in too many ways); make the rules less ambiguous"
-    )
-
-
-def ir_accepts(node: ir.Node, data: bytes) -> bool:
-    """Whether the IR's language contains `data` (simulates the lazy NFA; for tests)."""
-    nfa = LazyNFA(node)
-    current = nfa.start
-    for b in data:
-        nxt: set = set()
-        for item in current:
-            if item is not ACCEPT:
-                for lo, hi, target in nfa.moves(item):
-                    if lo <= b <= hi:
-                        nxt |= target
-        if not nxt:
-            return False
-        current = nxt
-    return ACCEPT in current

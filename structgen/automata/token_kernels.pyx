@@ -1,13 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The compiled kernels of the token masks (tokens.py): the trie's construction, the
-walk of the trie through a DFA table, and the walks over a flat automaton that build
-the rows they meet (through flat_kernels' C interface).
+"""The compiled kernels of the token masks (tokens.py, flat_tokens.py): the trie's
+construction, the walk of the trie through a DFA table, and the walks over a flat
+automaton that build the rows they meet (through flat_kernels' C interface).
 
 Owns: the machine code of those algorithms only, compiled ahead of time. Must not
 touch Python objects inside a kernel (each runs without the GIL; the automaton's lock
 is taken on the Python side), raise from inside one, or grow an automaton's array: a
 row that runs out of room fails the call through the store's meta[M_FAILED], and
-flat.FlatDFA.run grows it and calls again. Layouts: tokens.TokenTrie, flat.py.
+flat.FlatDFA.run grows it and calls again. Layouts: token_trie.TokenTrie, flat.py.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -45,7 +45,7 @@ cdef enum:
     WALK_LEFT_MAX = 256
     WALK_STACK = 4096  # the stack's room past its start pairs: small, large blocks cost a page fault per call
     NEAR_MAX_BYTES = 12  # tokens.NEAR_MAX_BYTES
-    # What `plain_tokens` returns for a state that is not plain (tokens.NOT_PLAIN_*).
+    # What `plain_tokens` returns for a state that is not plain (flat_tokens.NOT_PLAIN_*).
     NOT_PLAIN_LOOP = -1
     NOT_PLAIN_FREE = -2
     NOT_PLAIN_WIDE = -3
@@ -58,7 +58,7 @@ cdef enum:
     RUN_DEAD = 2
     RUN_FULL = 3
 
-# For the test that these equal tokens.py's.
+# For the test that these equal tokens.py's and flat_tokens.py's.
 LAYOUT = dict(NEAR_MAX_BYTES=NEAR_MAX_BYTES, NOT_PLAIN_LOOP=NOT_PLAIN_LOOP,
               NOT_PLAIN_FREE=NOT_PLAIN_FREE, NOT_PLAIN_WIDE=NOT_PLAIN_WIDE, NOT_PLAIN_FAILED=NOT_PLAIN_FAILED,
               NOT_PLAIN_BODY=NOT_PLAIN_BODY, NOT_PLAIN_TWIN=NOT_PLAIN_TWIN, _RUN_BLOCKED=RUN_BLOCKED,
@@ -543,7 +543,7 @@ cdef int64_t plain_one(const IR* g, Store* st, Rows* r, const Trie* t, int64_t b
 def walk_building(tuple ir_arrays, list store, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
                   token_start, token_ids, subtree_end, below, nodes, states, words, int64_t max_items,
                   int64_t max_nesting):
-    """`walk_rows` from Python (tokens._walk_from_flat): how many tokens it allowed."""
+    """`walk_rows` from Python (FlatTokens.walk_trie): how many tokens it allowed."""
     cdef IR g = ir_of(ir_arrays)
     cdef Store st = store_of(store)
     cdef Rows r = rows_of(table, expanded, loops, accepting)
@@ -584,7 +584,7 @@ def plain_tokens_many(tuple ir_arrays, list store, table, expanded, loops, accep
                       edge_child, token_start, token_ids, subtree_end, below, int64_t body, eos_words, g_counted,
                       node_twin, int64_t longest, sids, allowed, words, free, aux, done, int64_t max_items,
                       int64_t max_nesting):
-    """`plain_tokens` for many states in one call (tokens.plain_tables): for each k from
+    """`plain_tokens` for many states in one call (FlatTokens.plain_tables): for each k from
     done[0] on, allowed[k], words[k], free[k] and aux[k] as `plain_tokens` returns them
     (allowed[k] < 0: not plain, words[k] unused). done[0] counts the states finished,
     so that a call run again after its arrays were grown goes on from the one that

@@ -108,6 +108,13 @@ class AsyncEngine:
         finally:
             await stream.aclose()
 
+    def leave(self, request_id: str, running: bool) -> None:
+        """A stream's caller stopped reading it: abort the request if it is still
+        `running`, and stop counting it in flight."""
+        if running:
+            self._commands.put(("abort", request_id))
+        self._release(request_id)
+
     def _release(self, request_id: str) -> None:
         """The request no longer counts as in flight (finished, failed or abandoned)."""
         if self._listeners.pop(request_id, None) is not None:
@@ -208,9 +215,7 @@ class RequestStream:
         if self._closed:
             return
         self._closed = True
-        if not self._done:
-            self._engine._commands.put(("abort", self.request_id))
-        self._engine._release(self.request_id)
+        self._engine.leave(self.request_id, running=not self._done)
 
 
 def wait_until_idle(engine: AsyncEngine, timeout: float = 30.0) -> bool:

@@ -92,8 +92,7 @@ The package, one concept per module (each module's docstring says what it owns):
                 lowering to the IR, by kind
   style         whitespace and separators
   char_nfa      automata over code points (patterns, lengths, property names)
-  graphs, acceptor
-                trimmed ir.Graphs; a small IR acceptor
+  graphs        trimmed ir.Graphs
   compiler      SchemaCompiler: the mixins above, the budget, the value cache
 """
 

@@ -37,8 +37,8 @@ class CharNFA:
 
     # -- construction
 
-    @staticmethod
-    def from_pattern(pattern: str, search: bool = True, cap: int | None = None, budget: int = 1_000_000) -> "CharNFA":
+    @classmethod
+    def from_pattern(cls, pattern: str, search: bool = True, cap: int | None = None, budget: int = 1_000_000) -> "CharNFA":
         """cap=k bounds every unbounded repetition (and the search prefix/suffix) to
         at most max(min, k) iterations: a SUBSET of the pattern's language."""
         ast = rx.parse_regex(pattern)
@@ -124,7 +124,7 @@ class CharNFA:
             pad(r_end, f, f)
         else:
             eps[r_end].append((f, ""))
-        return CharNFA._eliminate(chars, eps, s0, f)
+        return cls._eliminate(chars, eps, s0, f)
 
     @staticmethod
     def _eliminate(chars, eps, start: int, final: int) -> "CharNFA":

@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from structgen.grammar import ir
-from structgen.grammar.json_schema.acceptor import ir_match
+from structgen.grammar.acceptor import ir_accepts
 from structgen.grammar.json_schema.keywords import canon, kind_of
 from structgen.grammar.json_schema.normalized import Normalized
 
@@ -83,7 +83,7 @@ class Literals:
         t.types = frozenset({k})
         node = self.twin.compile_normalized(t, 0)
         text = json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode()
-        return ir_match(node, text)
+        return ir_accepts(node, text)
 
     def literal(self, v: Any, depth: int) -> ir.Node:
         """Every spelling of value v the style allows (canonical key order)."""

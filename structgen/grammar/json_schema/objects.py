@@ -16,7 +16,7 @@ from structgen.errors import GrammarTooLargeError, RegexError
 from structgen.grammar import charset as C
 from structgen.grammar import ir
 from structgen.grammar import regex as rx
-from structgen.grammar.json_schema.acceptor import ir_match
+from structgen.grammar.acceptor import ir_accepts
 from structgen.grammar.json_schema.char_nfa import CharNFA, excluding_nfa
 from structgen.grammar.json_schema.graphs import StateNumbers, trimmed_graph
 from structgen.grammar.json_schema.normalized import Normalized
@@ -111,7 +111,7 @@ class Objects:
             return False
         if pn.groups:
             node = self.twin.compile_normalized(pn, 0)
-            return ir_match(node, json.dumps(name, ensure_ascii=False).encode())
+            return ir_accepts(node, json.dumps(name, ensure_ascii=False).encode())
         if pn.enum is not None and all(v != name for v in pn.enum):
             return False
         if any(v == name for v in pn.not_values):
