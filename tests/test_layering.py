@@ -20,6 +20,12 @@ PACKAGES = ("structgen", "server")
 STDLIB_PRIVATE = {
     ("os", "_exit"),  # a compile worker whose server is gone exits at once, without cleanup
 }
+# torch offers its packed quantized matmuls and its scaled fp8 matmul only under underscore
+# names (the pinned torch fixes their signatures); models.quantization is their one user.
+TORCH_PRIVATE = {
+    "torch.ops.aten._weight_int8pack_mm", "torch.ops.aten._weight_int4pack_mm_for_cpu",
+    "torch.ops.aten._convert_weight_to_int4pack_for_cpu", "torch._scaled_mm",
+}
 ATTRIBUTE_FUNCTIONS = ("getattr", "setattr", "hasattr", "delattr")
 
 
@@ -134,6 +140,8 @@ def private_reads(tree: ast.AST) -> list[tuple[int, str]]:
         if not is_private(name) or is_own(target):
             continue
         if isinstance(target, ast.Name) and (target.id, name) in STDLIB_PRIVATE:
+            continue
+        if ast.unparse(node) in TORCH_PRIVATE:
             continue
         found.append((node.lineno, ast.unparse(node)))
     return found
