@@ -12,6 +12,14 @@ Scenarios (SmolLM2-135M-Instruct, float32 on CPU unless a GPU is present):
            done; only the tokens each request asked for are counted).
   prefix   time to first token of a request sharing a 1,000-token prefix with a
            finished one, with prefix caching on and off (two engines).
+  quantized  CPU decoding in each weight mode (float, native: the GGUF file's own 4- and
+           8-bit layers, int8, int4) against llama.cpp on the same GGUF file with the same
+           threads, in one run: one chat request of 64 free tokens, one constrained by a
+           four-property JSON schema, and 16 constrained requests at once against
+           llama.cpp serving them one after another (benchmarks/llama_cpp_peer.py;
+           skipped with a note without llama-cpp-python).
+
+The first three compare the float engine with transformers on the same float weights.
 
 Outputs are forced to their lengths (ignore_eos / min_new_tokens) so that every system
 does the same work. Prompts are slices of real text; the engine's prefix cache is
@@ -19,6 +27,7 @@ cleared between runs so that a run never profits from the previous one.
 
     python benchmarks/engine.py                 # all scenarios, 3 runs
     python benchmarks/engine.py --scenarios single,prefix --runs 5
+    python benchmarks/engine.py --scenarios quantized --threads 2
 """
 
 from __future__ import annotations
@@ -39,7 +48,8 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from structgen import default_model  # noqa: E402
+from benchmarks import llama_cpp_peer  # noqa: E402
+from structgen import compile_json_schema, default_model  # noqa: E402
 from structgen.engine.config import EngineConfig  # noqa: E402
 from structgen.engine.engine import Engine  # noqa: E402
 from structgen.engine.sampling_params import SamplingParams  # noqa: E402
@@ -165,6 +175,65 @@ def scenario_prefix(engine, engine_no_cache, tokens, runs, rng) -> dict:
             "ratio": statistics.median(cached) / statistics.median(uncached)}
 
 
+CHAT_PROMPT = "Describe a person in JSON."
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                                           "city": {"type": "string"}, "email": {"type": "string"}},
+          "required": ["name", "age", "city", "email"]}
+QUANT_MODES = {"float": "float", "native": None, "int8": "int8", "int4": "int4"}
+QUANT_TOKENS = 64
+CONCURRENT = 16
+
+
+def chat_text(engine: Engine) -> str:
+    return engine.tokenizer.apply_chat_template([{"role": "user", "content": CHAT_PROMPT}], tokenize=False,
+                                                add_generation_prompt=True)
+
+
+def engine_chat(engine: Engine, requests: int, constrained: bool) -> float:
+    """Output tokens/s of `requests` greedy chat requests run at once."""
+    grammars = [compile_json_schema(PERSON, engine.vocab) if constrained else None] * requests
+    params = SamplingParams(max_tokens=QUANT_TOKENS, temperature=0.0, ignore_eos=not constrained)
+    engine.blocks.reset_prefix_cache()
+    start = time.perf_counter()
+    outs = engine.generate([chat_text(engine)] * requests, params, grammars=grammars)
+    return sum(len(o.token_ids) for o in outs) / (time.perf_counter() - start)
+
+
+def llama_chat(peer, requests: int, constrained: bool) -> float:
+    """Output tokens/s of `requests` chat requests served one after another."""
+    elapsed = produced = 0
+    for _ in range(requests):
+        seconds, tokens = peer.chat(CHAT_PROMPT, QUANT_TOKENS, PERSON if constrained else None)
+        elapsed, produced = elapsed + seconds, produced + tokens
+    return produced / elapsed
+
+
+QUANT_CASES = {"free": (1, False), "constrained": (1, True), f"{CONCURRENT} constrained": (CONCURRENT, True)}
+
+
+def scenario_quantized(runs: int, threads: int) -> dict:
+    engines = {name: Engine(EngineConfig(quantization=mode, kv_cache_bytes=256 << 20))
+               for name, mode in QUANT_MODES.items()}
+    note = llama_cpp_peer.unavailable()
+    peer = None if note else llama_cpp_peer.LlamaCpp(default_model.default_gguf_path(), threads)
+    for engine in engines.values():  # warm up: first steps, the schema's compile
+        engine_chat(engine, 1, True)
+    tok_s: dict = {case: {name: [] for name in [*engines, "llama.cpp"]} for case in QUANT_CASES}
+    for _ in tqdm(range(runs), desc="quantized CPU decoding vs llama.cpp"):
+        for case, (requests, constrained) in QUANT_CASES.items():
+            for name, engine in engines.items():
+                tok_s[case][name].append(engine_chat(engine, requests, constrained))
+            if peer is not None:
+                tok_s[case]["llama.cpp"].append(llama_chat(peer, requests, constrained))
+    return {"tok_s": tok_s, "threads": threads, "tokens": QUANT_TOKENS, "note": note,
+            "weight_mb": {name: weight_mb(engine) for name, engine in engines.items()}}
+
+
+def weight_mb(engine: Engine) -> float:
+    tensors = {id(t): t for t in [*engine.model.parameters(), *engine.model.buffers()]}
+    return sum(t.nbytes for t in tensors.values()) / 2**20
+
+
 # -- report ----------------------------------------------------------------------------
 
 
@@ -187,6 +256,26 @@ def table(results: dict) -> str:
         rows.append(f"| TTFT with a cached 1,000-token prefix vs caching off (ms) | "
                     f"{1000 * med(r['ttft_cached_s']):.0f} | {1000 * med(r['ttft_uncached_s']):.0f} (ours, off) | "
                     f"{r['ratio']:.2f}x | <= 0.2x |")
+    if "quantized" in results:
+        rows += ["", quantized_table(results["quantized"])]
+    return "\n".join(rows)
+
+
+def quantized_table(r: dict) -> str:
+    """Tokens/s per weight mode and case, and each against llama.cpp."""
+    med = statistics.median
+    names = [name for name in QUANT_MODES]
+    rows = [f"| output tok/s ({r['threads']} threads) | " + " | ".join(names) + " | llama.cpp |",
+            "|---|" + "---|" * (len(names) + 1)]
+    for case, by_system in r["tok_s"].items():
+        peer = med(by_system["llama.cpp"]) if by_system["llama.cpp"] else None
+        cells = [f"{med(by_system[name]):.1f}" + (f" ({med(by_system[name]) / peer:.2f}x)" if peer else "")
+                 for name in names]
+        rows.append(f"| {case} | " + " | ".join(cells) + f" | {peer:.1f} |" if peer else
+                    f"| {case} | " + " | ".join(cells) + " | - |")
+    rows.append("| weights (MB) | " + " | ".join(f"{r['weight_mb'][name]:.0f}" for name in names) + " | |")
+    if r["note"]:
+        rows.append(f"\n{r['note']}")
     return "\n".join(rows)
 
 
@@ -217,26 +306,35 @@ def main(argv=None) -> int:
     scenarios = args.scenarios.split(",")
     rng = random.Random(args.seed)
 
+    results: dict = {"environment": environment(), "model": default_model.DEFAULT_MODEL_NAME, "runs": args.runs}
+    if "quantized" in scenarios:
+        results["quantized"] = scenario_quantized(args.runs, torch.get_num_threads())
+    if {"single", "batch", "prefix"}.isdisjoint(scenarios):
+        return finish(results, args.out)
+
     from transformers import AutoModelForCausalLM
 
-    engine = Engine(EngineConfig(kv_cache_bytes=512 << 20))
+    engine = Engine(EngineConfig(kv_cache_bytes=512 << 20, quantization="float"))  # transformers' weights
     folder = default_model.gguf_as_hf_dir(default_model.default_gguf_path())
     hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     tokens = corpus_tokens(engine.tokenizer)
-    results: dict = {"environment": environment(), "model": engine.model_name, "runs": args.runs}
     if "single" in scenarios:
         results["single"] = scenario_single(engine, hf, tokens, args.runs, rng)
     if "batch" in scenarios:
         results["batch"] = scenario_batch(engine, hf, tokens, args.runs, rng, args.sequential_runs)
     if "prefix" in scenarios:
         del hf
-        no_cache = Engine(EngineConfig(kv_cache_bytes=256 << 20, enable_prefix_caching=False))
+        no_cache = Engine(EngineConfig(kv_cache_bytes=256 << 20, enable_prefix_caching=False, quantization="float"))
         results["prefix"] = scenario_prefix(engine, no_cache, tokens, args.runs, rng)
+    return finish(results, args.out)
+
+
+def finish(results: dict, out: Path) -> int:
     print()
     print(table(results))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1))
-    print(f"\nwrote {args.out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
+    print(f"\nwrote {out}")
     return 0
 
 

@@ -16,7 +16,7 @@ A mode whose perplexity is more than 3% above the unquantized model's is marked 
 it is never a default (see docs/engine.md). Writes benchmarks/results/quality.json.
 
     python benchmarks/quality.py                      (or: structgen bench quality)
-    python benchmarks/quality.py --modes native,int8,int4 --group-sizes 32,128
+    python benchmarks/quality.py --modes native,int8,int4 --group-sizes 32,64
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="a folder or .gguf file (default: the embedded model)")
     parser.add_argument("--modes", default="native,int8,int4")
-    parser.add_argument("--group-sizes", default="32,128", help="int4 group sizes to measure")
+    parser.add_argument("--group-sizes", default="32,64", help="int4 group sizes to measure")
     parser.add_argument("--out", default=str(RESULTS))
     return parser.parse_args(argv)
 

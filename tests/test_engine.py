@@ -236,7 +236,7 @@ def test_dummy_weights_at_any_shape():
 
 @pytest.fixture(scope="module")
 def smollm2_engine():
-    return Engine(kv_cache_bytes=256 << 20)
+    return Engine(kv_cache_bytes=256 << 20, quantization="float")  # transformers' float weights
 
 
 @pytest.fixture(scope="module")
