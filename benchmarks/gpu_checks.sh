@@ -80,10 +80,10 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
 # The kernel test classes run compiled here; their interpreted reruns are CI's (and
 # triton 3.6's interpreter breaks on numpy >= 2.5).
 step tests "${TESTS_S:-110}" python3 -m pytest -q -p no:cacheprovider \
-    --deselect tests/test_attention_kernels.py::test_triton_kernels_interpreted \
-    --deselect tests/test_logits_mask.py::test_triton_kernel_interpreted \
-    --deselect tests/test_elementwise_kernels.py::test_triton_kernels_interpreted \
-    tests/test_gpu.py tests/test_attention_kernels.py tests/test_logits_mask.py tests/test_elementwise_kernels.py
+    --deselect tests/engine/test_attention_kernels.py::test_triton_kernels_interpreted \
+    --deselect tests/engine/test_logits_mask.py::test_triton_kernel_interpreted \
+    --deselect tests/engine/test_elementwise_kernels.py::test_triton_kernels_interpreted \
+    tests/engine/test_gpu.py tests/engine/test_attention_kernels.py tests/engine/test_logits_mask.py tests/engine/test_elementwise_kernels.py
 step constrained "${CONSTRAINED_S:-270}" python3 benchmarks/constrained.py --scenarios overhead,baseline \
     --runs 3 --concurrency 32 --length 128 --baseline-requests 16 \
     --model .gpu/llama8b-smollm2-tok --load-format dummy --out "$OUT/constrained_gpu.json"

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import GRAMMARS, REPO
+
 
 def _command() -> list[str]:
     script = Path(sys.executable).with_name("structgen")
@@ -209,9 +211,6 @@ def test_generate_choice_on_the_default_model():
 # --------------------------------------------------------------------------- README / CI
 
 
-REPO = Path(__file__).resolve().parent.parent
-
-
 def _readme_commands() -> list[str]:
     """The one-line shell commands in README.md's ```bash blocks that install with pip."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
@@ -285,14 +284,13 @@ def test_logits_processor_masks_disallowed_and_padded_ids(smollm2_vocab):
 
 
 def test_compile_grammar_file_with_samples():
-    root = Path(__file__).resolve().parent.parent
-    report = compile_report(str(root / "grammars" / "json.lark"), "--sample", '{"a": [1, {"b": null}]}')
+    report = compile_report(str(GRAMMARS / "json.lark"), "--sample", '{"a": [1, {"b": null}]}')
     sample = report["samples"][0]
     assert report["kind"] == "lark" and sample["accepted"] and 0 < sample["forced_share"] < 0.5
     schema = '{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false}'
     forced = compile_report(schema, "--sample", '{"name": "Al"}')["samples"][0]["forced_share"]
     assert forced == len('{"name": "' + "}") / len('{"name": "Al"}')  # the name and its closing quote are chosen
-    proc = run_cli("compile", "--json", str(root / "grammars" / "json.lark"), "--sample", '{"a": [1,}')
+    proc = run_cli("compile", "--json", str(GRAMMARS / "json.lark"), "--sample", '{"a": [1,}')
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     sample = json.loads(proc.stdout)["samples"][0]
     assert not sample["accepted"] and "'}'" in sample["reason"]

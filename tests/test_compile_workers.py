@@ -173,7 +173,7 @@ def test_a_client_that_leaves_mid_compile_cancels_it(tmp_path):
     import time
 
     import httpx
-    from serve_process import serve_process
+    from tests.server.serve_process import serve_process
 
     rng = random.Random(7)
     words = ("".join(rng.choices(string.ascii_lowercase, k=20)) for _ in range(SLOW_ALTERNATIVES))

@@ -12,12 +12,12 @@ import time
 
 import httpx
 import pytest
-from test_server import LiveServer
 
 import structgen
 from server.app import create_app
 from server.guard import MAX_BODY_NESTING
 from structgen.grammar.nesting import MAX_SCHEMA_LEVELS, check_nesting, text_nesting
+from tests.server.test_server import LiveServer
 
 
 def nested_objects(levels: int) -> dict:
@@ -107,7 +107,7 @@ def live():
     from structgen.default_model import load_default_tokenizer
     from structgen.engine import Engine
     from structgen.engine.async_engine import AsyncEngine
-    from tiny_models import TINY_SMOLLM_SHAPE
+    from tests.engine.tiny_models import TINY_SMOLLM_SHAPE
 
     engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", tokenizer=load_default_tokenizer(),
                     kv_cache_bytes=16 << 20)

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from pathlib import Path
 
 import pytest
 
 import structgen
+from tests.paths import GRAMMARS
 
-GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
 FILES = sorted(p.name for p in GRAMMARS.iterdir() if p.suffix in (".lark", ".gbnf"))
 LARK_FILES = [f for f in FILES if f.endswith(".lark")]
 HAVE_GBNF = importlib.util.find_spec("structgen.grammar.gbnf") is not None

@@ -12,10 +12,10 @@ import time
 import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_properties import random_walk
 
 import structgen
 from benchmarks.hostile import DEEP_SCHEMAS, SCHEMAS
+from tests.test_properties import random_walk
 
 @settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(schema=st.one_of(SCHEMAS, DEEP_SCHEMAS), seed=st.integers(0, 2**16))

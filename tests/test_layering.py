@@ -14,7 +14,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.paths import REPO
+
 PACKAGES = ("structgen", "server")
 # The standard library's underscore names that are its public API:
 STDLIB_PRIVATE = {

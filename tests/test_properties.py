@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -23,6 +22,7 @@ from hypothesis_jsonschema import from_schema
 import structgen
 from structgen.errors import StructgenError
 from structgen.validation import schema_error
+from tests.paths import MASKBENCH
 
 SCHEMAS = [
     {
@@ -169,7 +169,6 @@ def test_any_property_order_walks_validate_and_shuffled_instances_pass(index, sm
     check()
 
 
-MASKBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "maskbench-dev"
 REAL_SCHEMAS = sorted(MASKBENCH.glob("*.json"))
 random.Random(7).shuffle(REAL_SCHEMAS)
 

@@ -6,7 +6,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 cimport numpy as cnp
 
 
-# The layout constants (flat.py's; tests/test_flat.py checks they are equal).
+# The layout constants (flat.py's; tests/automata/test_flat.py checks they are equal).
 cdef enum:
     K_BYTES = 0
     K_BYTESET = 1

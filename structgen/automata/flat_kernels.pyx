@@ -7,7 +7,7 @@ touch Python objects inside a kernel (each runs without the GIL, under its
 automaton's lock on the Python side), raise from inside one, or grow an array: a
 kernel that runs out of room records why in meta[M_FAILED] and returns, and flat.py
 grows the array and calls again (`FlatDFA.run`). The array layouts and their docs are
-flat.py's; the constants below must equal its own (tests/test_flat.py checks them).
+flat.py's; the constants below must equal its own (tests/automata/test_flat.py checks them).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t

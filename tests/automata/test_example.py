@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -19,9 +18,7 @@ import pytest
 import structgen
 from structgen.automata.dfa import DEAD
 from structgen.errors import StructgenError
-
-MASKBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "maskbench-dev"
-GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
+from tests.paths import GRAMMARS, MASKBENCH
 
 
 def walk(grammar, data: bytes) -> int:

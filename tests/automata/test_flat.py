@@ -17,8 +17,7 @@ from structgen.automata.nfa import LazyNFA
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 from structgen.matcher import CompiledGrammar
-
-from test_matcher import assert_masks_match_oracle
+from tests.test_matcher import assert_masks_match_oracle
 
 SCHEMAS = [
     {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 130}},

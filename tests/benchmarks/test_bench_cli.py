@@ -8,11 +8,8 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from tests.paths import REPO
 
 
 def run_structgen(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

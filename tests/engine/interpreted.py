@@ -11,12 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.paths import REPO
+
 
 def assert_passes_interpreted(test_file: str, node: str = "TestTritonInterpreted") -> None:
     path = Path(test_file).resolve()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{path}::{node}"],
-        check=False, cwd=path.parents[1], env={**os.environ, "TRITON_INTERPRET": "1"},
+        check=False, cwd=REPO, env={**os.environ, "TRITON_INTERPRET": "1"},
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-4000:]

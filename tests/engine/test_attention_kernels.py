@@ -25,10 +25,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from interpreted import assert_passes_interpreted
 
 from structgen.engine.kernels import attention_torch, attention_triton
 from structgen.engine.kernels.attention_torch import AttentionMetadata
+from tests.engine.interpreted import assert_passes_interpreted
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 HAS_TRITON = importlib.util.find_spec("triton") is not None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 from concurrent.futures import Future
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -17,8 +16,8 @@ from structgen.chat import render_chat
 from structgen.engine import Engine, SamplingParams
 from structgen.engine.jump_forward import extendable_tokens, plan_jump
 from structgen.validation import schema_error
+from tests.paths import GRAMMARS, MASKBENCH
 
-MASKBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "maskbench-dev"
 PROFILE = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
            "required": ["name", "age"], "additionalProperties": False}
 
@@ -301,7 +300,7 @@ def test_recursive_schemas_json_object_and_lark_sampled_at_temperature_one(engin
     schemas = [s for _, s in recursive_maskbench_schemas(3)] + [tree, {"type": "object"}]
     cases = [(structgen.compile_json_schema(s, engine.vocab), s, "schema") for s in schemas]
     for name in ("json.lark", "arithmetic.lark"):
-        text = (Path(__file__).resolve().parents[1] / "grammars" / name).read_text()
+        text = (GRAMMARS / name).read_text()
         cases.append((structgen.compile_grammar(text, engine.vocab), text, "lark"))
     prompts = [chat_ids(engine, "Produce an example.", s if kind == "schema" else {}) for _, s, kind in cases]
     params = [SamplingParams(max_tokens=160, temperature=1.0, min_p=0.1, seed=10 + i) for i in range(len(prompts))]

@@ -14,9 +14,9 @@ import os
 
 import pytest
 import torch
-from interpreted import assert_passes_interpreted
 
 from structgen.engine.kernels import elementwise_torch as ops_torch
+from tests.engine.interpreted import assert_passes_interpreted
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -84,9 +84,8 @@ def test_triton_kernels_interpreted():
 
 @pytest.mark.skipif(INTERPRETED or not HAS_TRITON, reason="compiles the real (not interpreted) kernels")
 def test_triton_kernels_compile_for_gpu():
-    from test_attention_kernels import compile_for_gpu
-
     from structgen.engine.kernels import elementwise_triton as ops
+    from tests.engine.test_attention_kernels import compile_for_gpu
 
     bf16 = {name: "*bf16" for name in ("x_ptr", "delta_ptr", "weight_ptr", "sum_ptr", "out_ptr", "gate_up_ptr")}
     compile_for_gpu(ops._rms_norm_kernel, bf16, {"HAS_DELTA": True, "BLOCK": 4096}, float_args=("eps",))

@@ -13,7 +13,7 @@ import torch
 from structgen.engine.engine import Engine, PromptTooLongError
 from structgen.engine.models.config import UnsupportedModelError
 from structgen.engine.sampling_params import InvalidParameterError, SamplingParams
-from tiny_models import BASE, FAMILIES, hf_greedy, make_checkpoint
+from tests.engine.tiny_models import BASE, FAMILIES, hf_greedy, make_checkpoint
 
 GREEDY = dict(temperature=0.0, ignore_eos=True)
 

@@ -8,7 +8,7 @@ import pytest
 from structgen.engine.config import EngineConfig
 from structgen.engine.engine import Engine
 from structgen.engine.sampling_params import InvalidParameterError
-from tiny_models import make_checkpoint
+from tests.engine.tiny_models import make_checkpoint
 
 
 @pytest.mark.parametrize("options, name", [

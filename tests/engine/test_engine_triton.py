@@ -11,17 +11,16 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+from tests.paths import REPO
 
 SCRIPT = textwrap.dedent("""
     import random, sys, tempfile
     from pathlib import Path
-    sys.path.insert(0, {tests!r})
-    from tiny_models import make_checkpoint
+    sys.path.insert(0, {repo!r})
+    from tests.engine.tiny_models import make_checkpoint
     from structgen.engine.engine import Engine
     from structgen.engine.sampling_params import SamplingParams
 
@@ -59,8 +58,8 @@ SCRIPT = textwrap.dedent("""
 JUMP_SCRIPT = textwrap.dedent("""
     import random, sys, tempfile
     from pathlib import Path
-    sys.path.insert(0, {tests!r})
-    from tiny_models import JUMP_SCHEMA, make_tokenized_checkpoint
+    sys.path.insert(0, {repo!r})
+    from tests.engine.tiny_models import JUMP_SCHEMA, make_tokenized_checkpoint
     import structgen
     from structgen.engine.engine import Engine
     from structgen.engine.sampling_params import SamplingParams
@@ -105,7 +104,7 @@ JUMP_SCRIPT = textwrap.dedent("""
 
 def run_interpreted(script: str) -> str:
     proc = subprocess.run(
-        [sys.executable, "-c", script.format(tests=str(HERE))],
+        [sys.executable, "-c", script.format(repo=str(REPO))],
         env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0 and ("OK" in proc.stdout or "SKIP" in proc.stdout), \

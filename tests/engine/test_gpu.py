@@ -15,7 +15,7 @@ import torch
 
 from structgen.engine.engine import Engine
 from structgen.engine.sampling_params import SamplingParams
-from tiny_models import BASE, FAMILIES, make_checkpoint
+from tests.engine.tiny_models import BASE, FAMILIES, make_checkpoint
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -104,7 +104,7 @@ def test_jump_forward_spans_replay_span_graphs_like_eager(tmp_path):
     """Constrained requests with jump-forward beside unconstrained ones: steps with a
     forced span replay the span graphs and give eager's greedy ids."""
     import structgen
-    from tiny_models import JUMP_SCHEMA, make_tokenized_checkpoint
+    from tests.engine.tiny_models import JUMP_SCHEMA, make_tokenized_checkpoint
 
     if not make_tokenized_checkpoint(tmp_path):
         pytest.skip("no SmolLM2 tokenizer at hand (set STRUCTGEN_TOKENIZER_DIR)")

@@ -20,13 +20,13 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from interpreted import assert_passes_interpreted
 
 from structgen.engine.kernels import logits_mask
 from structgen.engine.kernels.logits_mask import (
     apply_token_bitmask,
     apply_token_bitmask_torch,
 )
+from tests.engine.interpreted import assert_passes_interpreted
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 HAS_TRITON = importlib.util.find_spec("triton") is not None

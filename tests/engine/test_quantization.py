@@ -19,7 +19,7 @@ from structgen.engine.config import EngineConfig
 from structgen.engine.models import gguf_weights, quantization
 from structgen.engine.models.quantization import QuantizationError, quantize_model, quantized_linear
 from structgen.engine.sampling_params import SamplingParams
-from tiny_models import TINY_SMOLLM_SHAPE
+from tests.engine.tiny_models import TINY_SMOLLM_SHAPE
 
 SHAPES = [(64, 96), (576, 1536), (48, 256)]  # (out, in): square-ish, the embedded model's MLP, thin
 

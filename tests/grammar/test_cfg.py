@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import json
 import random
-from pathlib import Path
 
 import lark
 import numpy as np
@@ -27,6 +26,7 @@ from structgen.errors import GrammarError, GrammarTooLargeError
 from structgen.grammar.acceptor import ir_accepts
 from structgen.grammar.cfg import grammar_to_ir
 from structgen.grammar.lark_grammar import parse_lark
+from tests.paths import GRAMMARS, MASKBENCH
 
 
 def accepts(text: str, sample: str) -> bool:
@@ -253,15 +253,12 @@ def test_an_exhausted_shared_grammar_is_rebuilt_not_failed(smollm2_vocab):
         m.accept_bytes(b"[" * 60)
 
 
-MASKBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "maskbench-dev"
-
-
 @pytest.mark.skipif(not MASKBENCH.is_dir(), reason="../shared/data is not beside the checkout")
 def test_json_object_and_json_lark_accept_every_valid_maskbench_object(smollm2_vocab):
     """json_object is any JSON object at any depth, and so is grammars/json.lark's value."""
     any_object = structgen.compile_json_schema({"type": "object"}, smollm2_vocab)
     compact = structgen.compile_json_schema({"type": "object"}, smollm2_vocab, whitespace="compact")
-    json_lark = structgen.compile_grammar((Path(__file__).resolve().parents[1] / "grammars" / "json.lark").read_text(), smollm2_vocab)
+    json_lark = structgen.compile_grammar((GRAMMARS / "json.lark").read_text(), smollm2_vocab)
     count = 0
     for path in sorted(MASKBENCH.glob("*.json")):
         for test in json.loads(path.read_text()).get("tests", []):

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import uuid
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -25,11 +24,9 @@ from hypothesis import strategies as st
 
 from structgen.grammar import formats as F
 from structgen.grammar.formats import FORMATS, format_pattern
+from tests.paths import JSON_SCHEMA_SUITE
 
-FORMAT_DIR = (
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "json-schema-test-suite" / "draft2020-12"
-    / "optional" / "format"
-)
+FORMAT_DIR = JSON_SCHEMA_SUITE / "optional" / "format"
 
 CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
 EXAMPLES = int(os.environ.get("STRUCTGEN_HYPOTHESIS_EXAMPLES", "200"))

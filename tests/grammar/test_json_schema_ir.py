@@ -12,7 +12,6 @@ import json
 import os
 import random
 import time
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -24,8 +23,7 @@ from structgen.errors import GrammarTooLargeError, SchemaError, StructgenError, 
 from structgen.grammar import ir
 from structgen.grammar.acceptor import ir_accepts
 from structgen.grammar.json_schema import JsonOptions, canonical_key, schema_to_ir
-
-MASKBENCH = Path(__file__).resolve().parents[1].parent / "shared/data/maskbench-dev"
+from tests.paths import MASKBENCH
 
 
 def _acceptor(node: ir.Node):

@@ -3,7 +3,7 @@
 Every group either compiles or is refused with a StructgenError. For every compiled
 group, no invalid instance may be accepted (hard: under-constraining is the worst bug),
 and the number of valid instances accepted may not fall below the recorded baseline
-(tests/suite_baseline.json; raise it when coverage improves, never lower it).
+(tests/grammar/suite_baseline.json; raise it when coverage improves, never lower it).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import structgen
+from tests.paths import JSON_SCHEMA_SUITE
 
-SUITE = Path(__file__).resolve().parents[1].parent / "shared/data/json-schema-test-suite/draft2020-12"
 BASELINE = Path(__file__).with_name("suite_baseline.json")
 
 # Serializations per whitespace mode: what each mode must accept for a valid instance.
@@ -28,10 +28,10 @@ MODES = {
 
 
 def suite_groups():
-    files = sorted(SUITE.glob("*.json")) + sorted(SUITE.glob("optional/format/*.json"))
+    files = sorted(JSON_SCHEMA_SUITE.glob("*.json")) + sorted(JSON_SCHEMA_SUITE.glob("optional/format/*.json"))
     for path in files:
         for index, group in enumerate(json.loads(path.read_text())):
-            yield f"{path.relative_to(SUITE)}#{index}", group
+            yield f"{path.relative_to(JSON_SCHEMA_SUITE)}#{index}", group
 
 
 def run_suite(vocab, mode: str) -> dict:
@@ -62,7 +62,7 @@ def run_suite(vocab, mode: str) -> dict:
     return {"counts": dict(counts), "refusals": refusals, "invalid_accepted": invalid_accepted}
 
 
-@pytest.mark.skipif(not SUITE.is_dir(), reason="../shared/data is not beside the checkout")
+@pytest.mark.skipif(not JSON_SCHEMA_SUITE.is_dir(), reason="../shared/data is not beside the checkout")
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_suite(mode, smollm2_vocab):
     result = run_suite(smollm2_vocab, mode)
@@ -78,7 +78,7 @@ def test_suite(mode, smollm2_vocab):
     )
 
 
-@pytest.mark.skipif(not SUITE.is_dir(), reason="../shared/data is not beside the checkout")
+@pytest.mark.skipif(not JSON_SCHEMA_SUITE.is_dir(), reason="../shared/data is not beside the checkout")
 def test_ref_groups_compile_unless_remote(smollm2_vocab):
     """ref.json, defs.json and anchor.json: recursion is no reason to refuse any more; what
     is left refused says why (remote documents, unevaluatedProperties, an empty language)."""

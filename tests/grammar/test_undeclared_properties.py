@@ -11,10 +11,10 @@ import random
 
 import jsonschema
 import pytest
-from test_json_schema_ir import G
-from test_properties import random_walk
 
 import structgen
+from tests.grammar.test_json_schema_ir import G
+from tests.test_properties import random_walk
 
 CITY = {  # as pydantic writes a model: no additionalProperties
     "type": "object",

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Iterator
 
 import httpx
-from test_cli import CLI
+
+from tests.test_cli import CLI
 
 
 def free_port() -> int:

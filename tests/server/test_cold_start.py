@@ -10,7 +10,8 @@ import json
 import httpx
 import jsonschema
 import pytest
-from serve_process import serve_process
+
+from tests.server.serve_process import serve_process
 
 START_TIMEOUT_S = 300
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},

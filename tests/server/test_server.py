@@ -397,7 +397,7 @@ def test_full_queue_gets_429_with_retry_after():
     import asyncio
 
     from structgen.default_model import load_default_tokenizer
-    from tiny_models import TINY_SMOLLM_SHAPE
+    from tests.engine.tiny_models import TINY_SMOLLM_SHAPE
 
     engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", tokenizer=load_default_tokenizer(),
                     kv_cache_bytes=16 << 20, max_num_seqs=1)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from server.app import create_app  # noqa: E402
 from structgen.engine import Engine  # noqa: E402
 from structgen.engine.async_engine import AsyncEngine  # noqa: E402
-from tiny_models import TINY_SMOLLM_SHAPE  # noqa: E402
+from tests.engine.tiny_models import TINY_SMOLLM_SHAPE  # noqa: E402
 
 def _app():
     from structgen.default_model import load_default_tokenizer

@@ -8,7 +8,8 @@ import os
 
 import httpx
 import pytest
-from serve_process import serve_process
+
+from tests.server.serve_process import serve_process
 
 START_TIMEOUT_S = 300  # a first start converts the model (~25 s on 2 cores; see README)
 # LiteLLM fetches its price list at import unless told not to: no network at run time

@@ -7,8 +7,9 @@ from __future__ import annotations
 import instructor
 import openai
 import pytest
-from cities import JSON_PROMPT, MAX_TOKENS, PROMPT, SHORT, City, Refused
 from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
+
+from tests.server.clients.cities import JSON_PROMPT, MAX_TOKENS, PROMPT, SHORT, City, Refused
 
 MODES = [instructor.Mode.TOOLS, instructor.Mode.JSON_SCHEMA, instructor.Mode.JSON]
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import openai
 import pytest
-from cities import JSON_PROMPT, MAX_TOKENS, PROMPT, SHORT, City, Refused
 from langchain_openai import ChatOpenAI
+
+from tests.server.clients.cities import JSON_PROMPT, MAX_TOKENS, PROMPT, SHORT, City, Refused
 
 
 def chat(base_url, model_name, max_tokens) -> ChatOpenAI:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import litellm  # conftest.py keeps it from fetching its price list
 import pytest
-from cities import MAX_TOKENS, PROMPT, SHORT, City, Refused
 from pydantic import ValidationError
+
+from tests.server.clients.cities import MAX_TOKENS, PROMPT, SHORT, City, Refused
 
 
 def complete(base_url, model_name, response_format, max_tokens):

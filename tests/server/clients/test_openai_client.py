@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import openai
 import pytest
-from cities import MAX_TOKENS, PROMPT, SHORT, City, Refused
+
+from tests.server.clients.cities import MAX_TOKENS, PROMPT, SHORT, City, Refused
 
 MESSAGES = [{"role": "user", "content": PROMPT}]
 

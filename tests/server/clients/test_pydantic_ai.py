@@ -6,12 +6,13 @@ structgen refuses is a `ModelHTTPError` with status 400."""
 from __future__ import annotations
 
 import pytest
-from cities import MAX_TOKENS, PROMPT, SHORT, City, Refused
 from pydantic_ai import Agent, NativeOutput
 from pydantic_ai.exceptions import IncompleteToolCall, ModelHTTPError, UnexpectedModelBehavior
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
+
+from tests.server.clients.cities import MAX_TOKENS, PROMPT, SHORT, City, Refused
 
 # a tool call's arguments start after `<tool_call>{"name": "final_result", "arguments": `
 TOOL_SHORT = 24

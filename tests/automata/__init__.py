@@ -1,0 +1,1 @@
+"""Tests of structgen.automata: the compiled automaton, covering examples, counted strings."""

@@ -1,0 +1,1 @@
+"""Tests of benchmarks/: `structgen bench` and the load generator, shortened."""

@@ -1,0 +1,1 @@
+"""Tests of structgen.engine: scheduling, KV blocks, kernels, sampling, whole-engine runs on tiny checkpoints."""

@@ -1,0 +1,1 @@
+"""Tests of server/: the OpenAI-compatible app in-process and as the real `structgen serve`."""

@@ -1,0 +1,1 @@
+"""The client suite: `structgen serve` driven by the client libraries people use."""
