@@ -21,12 +21,13 @@ SmolLM2 tokenizer (as maskbench.py loads it):
                corrupted/truncated variants; lark's own Earley parser labels each one
                valid or invalid, and every engine's verdict is compared with lark's.
 
-Measurements follow maskbench.py: TTFM = cold compile (structgen.clear_cache(); xgrammar
-cache disabled) + new matcher + first mask; TBM = per token, fill the mask + check the
-token's bit + advance the matcher (the fill alone is reported too as "mask"); at the end
-one more mask, where EOS must be allowed and the matcher accepting. Each engine runs in a
-worker process (maskbench.py's Worker) that is killed and restarted when it exceeds the
-compile or walk timeout or crashes; engines run one at a time. See benchmarks/README.md.
+Measurements follow maskbench.py, in the same loop (walk.py): TTFM = cold compile
+(structgen.clear_cache(); xgrammar cache disabled) + new matcher + first mask; TBM = per
+token, fill the mask + check the token's bit + advance the matcher (the fill alone is
+reported too as "mask"); at the end one more mask, where EOS must be allowed and the
+matcher accepting. Each engine runs in a worker process (maskbench.py's Worker) that is
+killed and restarted when it exceeds the compile or walk timeout or crashes; engines run
+one at a time. See benchmarks/README.md.
 
     python benchmarks/cfgbench.py                       # all sections
     python benchmarks/cfgbench.py --quick
@@ -67,6 +68,7 @@ from benchmarks.maskbench import (
     structgen_source_hash,
 )
 from benchmarks.peers import LLGuidanceAdapter, XGrammarAdapter, _pkg_version
+from benchmarks.walk import first_mask, walk_instances
 
 SECTIONS = ["json_object", "recursive", "grammars"]
 ANY_JSON_VALUE = "any JSON value"
@@ -151,7 +153,6 @@ CFG_ENGINES = {"structgen": SGCfg, "llguidance": LLGCfg, "xgrammar": XGRCfg}
 
 def _cfg_worker_main(conn, engine, state, tok_dir, mem_limit_gb, log_path):
     ad = start_worker(conn, CFG_ENGINES, engine, state, tok_dir, mem_limit_gb, log_path)
-    pc = time.perf_counter_ns
     while True:
         msg = conn.recv()
         if msg is None:
@@ -161,77 +162,21 @@ def _cfg_worker_main(conn, engine, state, tok_dir, mem_limit_gb, log_path):
         ttfm, comp = [], []
         try:
             for r in range(max(1, repeats)):
-                compiled = m = None
+                compiled = None
                 before = getattr(ad, "before_compile", None)
                 if before is not None:
                     before()
-                t0 = pc()
-                compiled = ad.compile(spec)
-                t1 = pc()
-                m = ad.matcher(compiled)
-                ad.fill(m)
-                t2 = pc()
-                ttfm.append(t2 - t0)
-                comp.append(t1 - t0)
+                compiled, ttfm_ns, compile_ns = first_mask(ad, spec)
+                ttfm.append(ttfm_ns)
+                comp.append(compile_ns)
         except BaseException as e:  # noqa: BLE001 - engines raise anything (incl. pyo3 panics)
             conn.send(("compile_error", f"{type(e).__name__}: {e}"[:2000], type(e).__name__))
             continue
         conn.send(("compiled", ttfm, comp))
-        del m
-        samples: list[int] = []
-        fills: list[int] = []
-        outcomes = []
-        mismatches = []
-        n_mismatch = 0
-        eos_ids = ad.eos_ids
-        walk0 = time.monotonic()
-        for ti, (valid, tokens) in enumerate(tests):
-            if walk_budget_s and time.monotonic() - walk0 > walk_budget_s:
-                break  # over budget: report the instances walked so far
-            res = {"accepted": False, "at": None, "reason": ""}
-            try:
-                m = ad.matcher(compiled)
-                ok = True
-                for i, t in enumerate(tokens):
-                    s0 = pc()
-                    ad.fill(m)
-                    sf = pc()
-                    bit = ad.allowed(t)
-                    adv = ad.advance(m, t)
-                    s1 = pc()
-                    samples.append(s1 - s0)
-                    fills.append(sf - s0)
-                    if bit != adv:
-                        n_mismatch += 1
-                        if len(mismatches) < 20:
-                            mismatches.append((ti, i, "mask allows, matcher rejects" if bit else
-                                               "mask forbids, matcher accepts"))
-                    if not (bit and adv):
-                        ok = False
-                        res["at"] = i
-                        res["reason"] = "token not in mask" if not bit else "matcher rejected token"
-                        break
-                if ok:
-                    s0 = pc()
-                    ad.fill(m)
-                    sf = pc()
-                    eos_ok = any(ad.allowed(e) for e in eos_ids)
-                    acc = ad.accepting(m)
-                    s1 = pc()
-                    samples.append(s1 - s0)
-                    fills.append(sf - s0)
-                    if eos_ok and acc:
-                        res["accepted"] = True
-                    else:
-                        res["at"] = len(tokens)
-                        res["reason"] = ", ".join(x for x, bad in (("EOS not in mask", not eos_ok),
-                                                                  ("not accepting", not acc)) if bad)
-            except BaseException as e:  # noqa: BLE001
-                res["reason"] = f"exception {type(e).__name__}: {e}"[:500]
-                res["exception"] = True
-            outcomes.append(res)
-        conn.send(("done", np.asarray(samples, dtype=np.int64).tobytes(), np.asarray(fills, dtype=np.int64).tobytes(),
-                   outcomes, mismatches, n_mismatch, time.process_time() - cpu0))
+        walk = walk_instances(ad, compiled, tests, time_fill=True, budget_s=walk_budget_s)
+        conn.send(("done", np.asarray(walk.samples, dtype=np.int64).tobytes(),
+                   np.asarray(walk.fills, dtype=np.int64).tobytes(),
+                   walk.outcomes, walk.mismatches, walk.n_mismatch, time.process_time() - cpu0))
 
 
 class CfgWorker(Worker):

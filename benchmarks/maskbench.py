@@ -11,7 +11,7 @@ SmolLM2 tokenizer, in one run, on the same schemas, tokenizer and instances:
     matcher (one TBM sample, time between masks); at the end fill the mask once more
     (one more TBM sample), EOS must be allowed and the matcher accepting.
     A valid instance must pass through the end; an invalid one must be rejected at
-    some token or at the end.
+    some token or at the end. The timed loop is walk.py, shared with cfgbench.py.
 
 Each engine runs in worker processes that are killed and restarted when a schema
 exceeds the per-schema timeout (peers are Rust/C++ and cannot be interrupted), or
@@ -48,6 +48,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks.peers import PEERS, Adapter, _pkg_version  # noqa: E402
+from benchmarks.walk import first_mask, walk_instances  # noqa: E402
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALL_ENGINES = ["structgen", "structgen-flexible", "structgen-any-order", "structgen-warm", "llguidance", "xgrammar",
@@ -298,7 +299,6 @@ def _worker_main(conn, engine: str, state, tok_dir: str, mem_limit_gb: float, lo
     # engine's timed step. Objects made per schema are collected as usual. Every engine.
     gc.collect()
     gc.freeze()
-    pc = time.perf_counter_ns
     while True:
         msg = conn.recv()
         if msg is None:
@@ -310,62 +310,15 @@ def _worker_main(conn, engine: str, state, tok_dir: str, mem_limit_gb: float, lo
         if before is not None:
             before()
         try:
-            t0 = pc()
-            compiled = ad.compile(schema)
-            t1 = pc()
-            m = ad.matcher(compiled)
-            ad.fill(m)
-            t2 = pc()
+            compiled, ttfm_ns, compile_ns = first_mask(ad, schema)
         except BaseException as e:  # noqa: BLE001 - engines raise anything (incl. pyo3 panics)
             conn.send(("compile_error", f"{type(e).__name__}: {e}"[:2000], type(e).__name__))
             continue
-        conn.send(("compiled", t2 - t0, t1 - t0))
-        del m
+        conn.send(("compiled", ttfm_ns, compile_ns))
         # ---- instances (TBM)
-        samples: list[int] = []
-        outcomes = []
-        mismatches = []
-        eos_ids = ad.eos_ids
-        for ti, (valid, tokens) in enumerate(tests):
-            res = {"accepted": False, "at": None, "reason": ""}
-            try:
-                m = ad.matcher(compiled)
-                ok = True
-                for i, t in enumerate(tokens):
-                    s0 = pc()
-                    ad.fill(m)
-                    bit = ad.allowed(t)
-                    adv = ad.advance(m, t)
-                    s1 = pc()
-                    samples.append(s1 - s0)
-                    if bit != adv:
-                        mismatches.append((ti, i, "mask allows, matcher rejects" if bit else
-                                           "mask forbids, matcher accepts"))
-                    if not (bit and adv):
-                        ok = False
-                        res["at"] = i
-                        res["reason"] = "token not in mask" if not bit else "matcher rejected token"
-                        break
-                if ok:
-                    s0 = pc()
-                    ad.fill(m)
-                    eos_ok = any(ad.allowed(e) for e in eos_ids)
-                    acc = ad.accepting(m)
-                    s1 = pc()
-                    samples.append(s1 - s0)
-                    if eos_ok and acc:
-                        res["accepted"] = True
-                    else:
-                        res["at"] = len(tokens)
-                        res["reason"] = ("EOS not in mask" if not eos_ok else "") + (
-                            ", " if not eos_ok and not acc else "") + ("not accepting" if not acc else "")
-            except BaseException as e:  # noqa: BLE001 - pyo3 panics are BaseExceptions
-                res["at"] = None
-                res["reason"] = f"exception {type(e).__name__}: {e}"[:500]
-                res["exception"] = True
-            outcomes.append(res)
-        conn.send(("done", np.asarray(samples, dtype=np.int64).tobytes(), outcomes, mismatches[:20], len(mismatches),
-                   time.process_time() - cpu0))
+        walk = walk_instances(ad, compiled, tests)
+        conn.send(("done", np.asarray(walk.samples, dtype=np.int64).tobytes(), walk.outcomes, walk.mismatches,
+                   walk.n_mismatch, time.process_time() - cpu0))
 
 
 class Worker:
