@@ -5,6 +5,14 @@ one chat request there: free text (its end-of-sequence token banned, so that it 
 exactly the tokens asked for, as `ignore_eos` makes the engine do) or constrained by a
 JSON schema (llama.cpp's `response_format` with the schema, its GBNF path). Absent
 package: `unavailable()` says so, and the benchmark skips this side with that note.
+
+llama-cpp-python builds llama.cpp at install, for the machine it is built on. On these
+machines its AMX matmul crashes (the sandbox does not grant the AMX tiles), so build it
+with AMX off and the AVX-512 paths on:
+
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+      -DGGML_AVX512_VBMI=ON -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+      -DGGML_AMX_BF16=OFF" pip install --no-deps llama-cpp-python==0.3.36 diskcache
 """
 
 from __future__ import annotations

@@ -52,3 +52,25 @@ def test_a_refused_schema_is_a_400(client, model_name):
                                       max_tokens=SHORT)
     assert err.value.body["param"] == "response_format.json_schema.schema"
     assert "unevaluatedProperties" in err.value.body["message"]
+
+
+def test_a_connection_left_idle_past_the_clients_expiry_still_serves(base_url, model_name):
+    """A keep-alive connection idle for longer than uvicorn's and the clients' default 5 s
+    carries the next request: the server keeps idle connections longer than clients do,
+    so a client never sends on a connection the server is closing."""
+    import http.client
+    import time
+
+    host, port = base_url.split("//")[1].split("/")[0].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("GET", "/v1/models")
+        assert conn.getresponse().read() and conn.sock is not None
+        socket_before = conn.sock
+        time.sleep(6.5)
+        conn.request("GET", "/v1/models")  # on the same socket: a closed one fails to read
+        response = conn.getresponse()
+        assert response.status == 200 and model_name.encode() in response.read()
+        assert conn.sock is socket_before
+    finally:
+        conn.close()
