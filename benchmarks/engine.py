@@ -179,7 +179,7 @@ CHAT_PROMPT = "Describe a person in JSON."
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
                                            "city": {"type": "string"}, "email": {"type": "string"}},
           "required": ["name", "age", "city", "email"]}
-QUANT_MODES = {"float": "float", "native": None, "int8": "int8", "int4": "int4"}
+QUANT_MODES = {"float": "float", "native": "native", "int8": "int8", "int4": "int4"}
 QUANT_TOKENS = 64
 CONCURRENT = 16
 

@@ -109,18 +109,13 @@ def measure(model, mode: str | None, group_size: int, text: str) -> dict:
 
 
 def weight_bytes(model: torch.nn.Module) -> int:
-    """Bytes of the weights a decode step reads (the tied embedding's lookup table aside
-    when a quantized copy serves as the head)."""
+    """Bytes of the weights (the rotary tables aside)."""
     tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}
     skip = {id(model.rotary.cos), id(model.rotary.sin)}
-    if model.quantized_head is not None:
-        skip.add(id(model.embed.weight))
     return sum(t.nbytes for key, t in tensors.items() if key not in skip)
 
 
 def label(mode: str | None, group_size: int) -> str:
-    if mode is None:
-        return "native"
     return f"int4 (group {group_size})" if mode == "int4" else mode
 
 
@@ -147,10 +142,10 @@ def run(args) -> dict:
             "time": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
-def variants(args) -> list[tuple[str | None, int]]:
+def variants(args) -> list[tuple[str, int]]:
     """(mode, group size) pairs, the unquantized model first."""
-    modes = [None if m == "native" else m for m in args.modes.split(",") if m != "float"]
-    pairs: list[tuple[str | None, int]] = [("float", 0)]
+    modes = [m for m in args.modes.split(",") if m != "float"]
+    pairs: list[tuple[str, int]] = [("float", 0)]
     for mode in modes:
         sizes = [int(g) for g in args.group_sizes.split(",")] if mode == "int4" else [0]
         pairs += [(mode, size) for size in sizes]

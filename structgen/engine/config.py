@@ -21,8 +21,8 @@ class EngineConfig:
     tokenizer: Any = None  # None: the model's own
     load_format: str = "auto"  # "auto" or "dummy" (random weights of the model's shape)
     dtype: Any = None  # None: bfloat16 on GPU, float32 on CPU
-    # weights: "int8", "int4", "fp8" (GPU), "float" (the dtype above), or None: the checkpoint's
-    # own (a GGUF file's 4- and 8-bit layers as stored, on CPU; else "float")
+    # weights: "int8", "int4", "fp8" (GPU), "native" (a GGUF file's 4- and 8-bit layers as
+    # stored, on CPU), or None / "float": the dtype above
     quantization: str | None = None
     quantization_group_size: int = DEFAULT_GROUP_SIZE  # int4: input columns per scale and zero
     device: str | None = None  # None: cuda when there is one

@@ -105,12 +105,13 @@ class Engine:
 
     def _quantize(self, loaded, config: EngineConfig, on_gpu: bool) -> None:
         """Quantize the weights to `config.quantization`. A GGUF file's 4- and 8-bit layers
-        are taken as they are stored on CPU, where the packed kernels run them: with no
-        quantization asked for, that is the checkpoint's own form."""
-        stored = loaded.stored_linears() if not on_gpu and config.quantization in (None, "int4", "int8") else {}
-        if config.quantization is None and not stored:
+        are taken as they are stored on CPU, where the packed kernels run them ("native",
+        and "int4"/"int8" where the file's form is theirs)."""
+        mode = config.quantization
+        if mode in (None, "float"):
             return
-        what = config.quantization or "the GGUF file's own formats"
+        stored = loaded.stored_linears() if not on_gpu and mode in ("native", "int4", "int8") else {}
+        what = "the GGUF file's own formats" if mode == "native" else mode
         with phase(f"quantizing the weights to {what}"):
             quantize_model(self.model, config.quantization, config.quantization_group_size, stored)
 

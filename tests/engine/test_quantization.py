@@ -75,12 +75,14 @@ def test_what_cannot_run_is_refused_by_name():
         Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="fp8", kv_cache_bytes=1 << 20)
 
 
-def test_quantize_model_replaces_every_linear_layer_and_adds_a_tied_head():
-    engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="int8", kv_cache_bytes=1 << 20)
+def test_quantize_model_replaces_every_decoder_linear_layer_and_keeps_the_head_float():
+    config = {**TINY_SMOLLM_SHAPE, "tie_word_embeddings": False}
+    engine = Engine(config, load_format="dummy", quantization="int8", kv_cache_bytes=1 << 20)
     model = engine.model
-    assert not [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
-    assert isinstance(model.quantized_head, quantization.Int8Linear)
-    assert model.lm_head is None  # tied: the embeddings stay float for the lookup
+    assert [name for name, module in model.named_modules() if isinstance(module, nn.Linear)] == ["lm_head"]
+    assert isinstance(model.layers[0].attn.qkv, quantization.Int8Linear)
+    hidden = torch.randn(2, config["hidden_size"])
+    assert model.compute_logits(hidden).dtype == torch.float32
 
 
 @pytest.mark.parametrize("mode", ["int8", "int4"])
@@ -163,7 +165,7 @@ def test_a_4_bit_gguf_tensor_becomes_an_int4_layer_as_stored(written_gguf, fmt):
 
 
 def test_the_embedded_gguf_is_read_as_stored_and_matches_its_float_conversion(tmp_path):
-    """Every linear layer of the embedded file (Q4_1, the head Q8_0), fused and with the
+    """Every decoder linear layer of the embedded file (Q4_1), fused and with the
     Q/K rows put back in the model's order, equals the float weights transformers
     converted from the same file."""
     from safetensors.numpy import load_file
@@ -171,10 +173,9 @@ def test_the_embedded_gguf_is_read_as_stored_and_matches_its_float_conversion(tm
     from structgen import default_model
 
     path = default_model.default_gguf_path()
-    stored = gguf_weights.stored_linears(path, 9, 3, True, cache=tmp_path / "stored.safetensors")
-    assert len(stored) == 30 * 4 + 1 and (tmp_path / "stored.safetensors").is_file()
-    assert isinstance(stored["layers.0.attn.qkv"], gguf_weights.Int4Blocks)
-    assert isinstance(stored["head"], gguf_weights.Int8Blocks)
+    stored = gguf_weights.stored_linears(path, 9, 3, cache=tmp_path / "stored.safetensors")
+    assert len(stored) == 30 * 4 and (tmp_path / "stored.safetensors").is_file()
+    assert all(isinstance(blocks, gguf_weights.Int4Blocks) for blocks in stored.values())
     floats = load_file(str(default_model.gguf_as_hf_dir(path) / "model.safetensors"))
     for layer in (0, 29):
         hf = f"model.layers.{layer}."
@@ -183,6 +184,14 @@ def test_the_embedded_gguf_is_read_as_stored_and_matches_its_float_conversion(tm
         assert np.array_equal(stored[f"layers.{layer}.attn.qkv"].dequantize(), qkv)
         assert np.array_equal(stored[f"layers.{layer}.mlp.gate_up"].dequantize(), gate_up)
         assert np.array_equal(stored[f"layers.{layer}.mlp.down"].dequantize(), floats[hf + "mlp.down_proj.weight"])
-    assert np.array_equal(stored["head"].dequantize(), floats["model.embed_tokens.weight"])
-    cached = gguf_weights.stored_linears(path, 9, 3, True, cache=tmp_path / "stored.safetensors")
+    cached = gguf_weights.stored_linears(path, 9, 3, cache=tmp_path / "stored.safetensors")
     assert np.array_equal(cached["layers.5.attn.qkv"].q, stored["layers.5.attn.qkv"].q)
+
+
+def test_native_runs_the_embedded_files_4_bit_layers_as_stored():
+    engine = Engine(quantization="native", kv_cache_bytes=64 << 20)
+    assert isinstance(engine.model.layers[0].attn.qkv, quantization.Int4Linear)
+    assert isinstance(engine.model.layers[29].mlp.down, quantization.Int4Linear)
+    params = SamplingParams(max_tokens=3, temperature=0.0)
+    out = engine.generate(["The capital of France is"], params)[0]
+    assert out.text.strip().startswith("Paris"), out.text

@@ -171,17 +171,17 @@ DECODERS = {"Q4_0": decode_q4_0, "Q4_1": decode_q4_1, "Q4_K": decode_q4_k}
 StoredLinear = Int4Blocks | Int8Blocks
 
 
-def stored_linears(path: Path, num_heads: int, num_kv_heads: int, tied_head: bool,
-                   cache: Path | None = None) -> dict[str, StoredLinear]:
-    """The model's linear layers as the file stores them: fused (q/k/v, gate/up), in the
-    model's row order, by layer name ("layers.3.attn.qkv"; the head is "head"). A layer
+def stored_linears(path: Path, num_heads: int, num_kv_heads: int, cache: Path | None = None
+                   ) -> dict[str, StoredLinear]:
+    """The decoder's linear layers as the file stores them: fused (q/k/v, gate/up), in
+    the model's row order, by layer name ("layers.3.attn.qkv"). A layer
     with a part in another format (a float, Q6_K, ...) is left out: it loads as float.
     `cache`: a safetensors file that holds the result after the first read."""
     if cache is not None and cache.is_file():
         return _load_cached(cache)
     parts: dict[str, dict] = {}
     for name, tensor in read_tensors(path).items():
-        target = _head_target(name, tied_head) or linear_target(name)
+        target = linear_target(name)
         if target is None:
             continue
         decoded = tensor.decoded() if tensor.format in (*INT4_FORMATS, "Q8_0") else None
@@ -193,12 +193,6 @@ def stored_linears(path: Path, num_heads: int, num_kv_heads: int, tied_head: boo
     if cache is not None:
         _save_cached(stored, cache)
     return stored
-
-
-def _head_target(gguf_name: str, tied_head: bool) -> tuple[str, None] | None:
-    if gguf_name == "output.weight" or (tied_head and gguf_name == "token_embd.weight"):
-        return "head", None
-    return None
 
 
 def _fuse(pieces: dict) -> StoredLinear | None:

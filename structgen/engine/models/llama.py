@@ -139,7 +139,6 @@ class LlamaForCausalLM(nn.Module):
             config.hidden_size, config.vocab_size, bias=False
         )
         self.rotary = Rotary(config, max_positions)
-        self.quantized_head = None  # a tied head's quantized copy (models.quantization)
 
     def forward(
         self,
@@ -160,7 +159,5 @@ class LlamaForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits [N, vocab] for the given hidden states."""
-        head = self.lm_head if self.quantized_head is None else self.quantized_head
-        if head is None:
-            return F.linear(hidden, self.embed.weight).float()
-        return head.forward(hidden).float()
+        weight = self.embed.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(hidden, weight).float()

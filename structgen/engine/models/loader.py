@@ -57,8 +57,8 @@ class LoadedModel:
         if self.gguf is None:
             return {}
         c = self.config
-        return stored_linears(self.gguf, c.num_heads, c.num_kv_heads, c.tie_word_embeddings,
-                              cache=self.folder / "gguf-blocks" / "linears.safetensors")  # not read as weights
+        cache = self.folder / "gguf-blocks" / "decoder-linears.safetensors"  # a subfolder: not read as weights
+        return stored_linears(self.gguf, c.num_heads, c.num_kv_heads, cache=cache)
 
 
 def load_model(

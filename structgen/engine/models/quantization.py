@@ -12,13 +12,17 @@ or the device cannot run (`QuantizationError`, naming the layer or the capabilit
 - "fp8": e4m3 weights with one scale per output channel, multiplied by
   `torch._scaled_mm` on GPUs of compute capability 8.9 and up, with each token's
   activations scaled to e4m3 on the fly; other devices are refused.
-- "float": none; the weights stay in the engine's dtype.
-- None: the checkpoint's own form: a GGUF file's 4- and 8-bit layers as stored (see
-  `quantize_model`), any other checkpoint as "float".
+- "native": a GGUF file's 4- and 8-bit layers as stored (see `quantize_model`); any
+  other layer or checkpoint stays float.
+- None or "float": none; the weights stay in the engine's dtype. Not yet "native" by
+  default: with bfloat16 activations, the last-bit differences between a prefill that
+  reuses cached blocks and one that does not grow to logit differences near 0.01, so a
+  seeded request repeated on a cache hit may draw another token.
 
-Every linear layer of the decoder is quantized; the LM head too, as its own quantized
-copy when it is tied to the embeddings (the embedding lookup keeps the float table:
-it reads one row per token). Norms, biases and the rotary tables stay in float.
+Every linear layer of the decoder is quantized. The LM head stays float: the packed
+kernels return their activations' bfloat16, and logits rounded to it (a step of 1/16 at
+a logit of 10) would change what sampling draws and what logprobs report whenever the
+hidden state moves by a rounding. Norms, biases and the rotary tables stay float too.
 Must not read checkpoints or know more of the model than its linear layers.
 """
 
@@ -30,8 +34,9 @@ from torch import nn
 
 from structgen.errors import StructgenError
 
-MODES = ("int8", "int4", "fp8")
+MODES = ("int8", "int4", "fp8", "native")
 FLOAT = "float"  # no quantization: the engine's dtype (a GGUF file's weights dequantized)
+NATIVE = "native"  # a GGUF file's 4- and 8-bit layers as stored
 DEFAULT_GROUP_SIZE = 32  # int4: input columns sharing one scale and zero
 INT4_GROUP_SIZES = (32, 64, 128, 256)  # what the packed CPU kernel takes
 FP8_MIN_CAPABILITY = (8, 9)
@@ -165,8 +170,8 @@ def held_scale(scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def check_mode(mode: str | None, group_size: int = DEFAULT_GROUP_SIZE) -> None:
     """Refuse an unknown mode or group size before anything is loaded."""
     if mode is not None and mode != FLOAT and mode not in MODES:
-        raise QuantizationError(f"unknown quantization {mode!r}; use one of {', '.join(MODES)}, {FLOAT} "
-                                "(the engine's dtype), or none (the checkpoint's own)")
+        raise QuantizationError(f"unknown quantization {mode!r}; use one of {', '.join(MODES)}, or {FLOAT} "
+                                "(the engine's dtype, as None)")
     if mode == "int4" and group_size not in INT4_GROUP_SIZES:
         raise QuantizationError(f"int4 group size must be one of {', '.join(map(str, INT4_GROUP_SIZES))}, "
                                 f"got {group_size!r}")
@@ -209,41 +214,37 @@ def quantized_linear(layer_name: str, weight: torch.Tensor, bias: torch.Tensor |
 
 def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT_GROUP_SIZE,
                    stored: dict | None = None) -> None:
-    """Replace, in place, every decoder linear layer and the LM head with `mode`'s.
+    """Replace, in place, every decoder linear layer with `mode`'s (the LM head stays).
 
-    `stored`: layers as a quantized checkpoint holds them, by layer name ("head" for the
-    LM head; see `gguf_weights.stored_linears`). A 4-bit one becomes an int4 layer as it
-    is, when the mode is None or int4 at its group size; an 8-bit one an int8 layer when
-    the mode is None or int8. With mode None, the layers `stored` lacks stay float."""
+    `stored`: layers as a quantized checkpoint holds them, by layer name
+    (`gguf_weights.stored_linears`). A 4-bit one becomes an int4 layer as it
+    is, when the mode is native or int4 at its group size; an 8-bit one an int8 layer when
+    the mode is native or int8. Native leaves the layers `stored` lacks float."""
     check_mode(mode, group_size)
-    if mode == FLOAT or (mode is None and not stored):
+    if mode in (None, FLOAT) or (mode == NATIVE and not stored):
         return
-    if mode is not None:
+    if mode != NATIVE:
         check_device(mode, model.embed.weight.device)
     stored = stored or {}
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
-            if isinstance(child, nn.Linear):
-                full = f"{name}.{child_name}" if name else child_name
-                key = "head" if full == "lm_head" else full
-                layer = _layer(full, child.weight, child.bias, mode, group_size, stored.get(key))
+            full = f"{name}.{child_name}" if name else child_name
+            if isinstance(child, nn.Linear) and full != "lm_head":
+                layer = _layer(full, child.weight, child.bias, mode, group_size, stored.get(full))
                 if layer is not None:
                     setattr(module, child_name, layer)
-    if model.lm_head is None:  # tied: a quantized copy of the embeddings multiplies the hidden states
-        model.quantized_head = _layer("lm_head (tied to embed)", model.embed.weight, None, mode, group_size,
-                                      stored.get("head"))
 
 
 def _layer(name: str, weight: torch.Tensor, bias: torch.Tensor | None, mode: str | None, group_size: int,
            blocks) -> nn.Module | None:
     """The layer that replaces `name`, built from its stored blocks where they serve the
-    mode; None: keep the float layer (mode None, nothing stored that serves)."""
+    mode; None: keep the float layer (native, nothing stored that serves)."""
     four_bit = blocks is not None and getattr(blocks, "minimum", None) is not None
-    if four_bit and (mode is None or (mode == "int4" and group_size == blocks.q.shape[1] // blocks.scale.shape[1])):
+    if four_bit and (mode == NATIVE or (mode == "int4" and group_size == blocks.q.shape[1] // blocks.scale.shape[1])):
         return Int4Linear.from_blocks(*(torch.from_numpy(getattr(blocks, f)).to(weight.device)
                                         for f in ("q", "scale", "minimum")), bias, weight.dtype)
-    if blocks is not None and not four_bit and mode in (None, "int8"):
+    if blocks is not None and not four_bit and mode in (NATIVE, "int8"):
         return Int8Linear(weight, bias)  # GGUF's per-32 scales, requantized to one per row
-    if mode is None:
+    if mode == NATIVE:
         return None
     return quantized_linear(name, weight, bias, mode, group_size)
