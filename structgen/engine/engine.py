@@ -106,11 +106,11 @@ class Engine:
     def _quantize(self, loaded, config: EngineConfig, on_gpu: bool) -> None:
         """Quantize the weights to `config.quantization`. A GGUF file's 4- and 8-bit layers
         are taken as they are stored on CPU, where the packed kernels run them ("native",
-        and "int4"/"int8" where the file's form is theirs)."""
+        and "int4" where the file's groups are its own)."""
         mode = config.quantization
         if mode in (None, "float"):
             return
-        stored = loaded.stored_linears() if not on_gpu and mode in ("native", "int4", "int8") else {}
+        stored = loaded.stored_linears() if not on_gpu and mode in ("native", "int4") else {}
         what = "the GGUF file's own formats" if mode == "native" else mode
         with phase(f"quantizing the weights to {what}"):
             quantize_model(self.model, config.quantization, config.quantization_group_size, stored)

@@ -219,7 +219,7 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
     `stored`: layers as a quantized checkpoint holds them, by layer name
     (`gguf_weights.stored_linears`). A 4-bit one becomes an int4 layer as it
     is, when the mode is native or int4 at its group size; an 8-bit one an int8 layer when
-    the mode is native or int8. Native leaves the layers `stored` lacks float."""
+    the mode is native. Native leaves the layers `stored` lacks float."""
     check_mode(mode, group_size)
     if mode in (None, FLOAT) or (mode == NATIVE and not stored):
         return
@@ -243,7 +243,7 @@ def _layer(name: str, weight: torch.Tensor, bias: torch.Tensor | None, mode: str
     if four_bit and (mode == NATIVE or (mode == "int4" and group_size == blocks.q.shape[1] // blocks.scale.shape[1])):
         return Int4Linear.from_blocks(*(torch.from_numpy(getattr(blocks, f)).to(weight.device)
                                         for f in ("q", "scale", "minimum")), bias, weight.dtype)
-    if blocks is not None and not four_bit and mode in (NATIVE, "int8"):
+    if blocks is not None and not four_bit and mode == NATIVE:
         return Int8Linear(weight, bias)  # GGUF's per-32 scales, requantized to one per row
     if mode == NATIVE:
         return None
