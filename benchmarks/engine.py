@@ -330,8 +330,14 @@ def main(argv=None) -> int:
 
 
 def finish(results: dict, out: Path) -> int:
+    """Print the table and write the results; the scenarios this run skipped keep their
+    last results in `out`, and the quantized scenario carries its own environment."""
     print()
     print(table(results))
+    if "quantized" in results:
+        results["quantized"]["environment"] = results["environment"]
+    if out.is_file() and {"single", "batch", "prefix"}.isdisjoint(results):
+        results = {**json.loads(out.read_text()), "quantized": results["quantized"]}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print(f"\nwrote {out}")
