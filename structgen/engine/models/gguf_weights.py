@@ -16,6 +16,7 @@ not build layers or touch the model.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,7 +213,7 @@ def _save_cached(stored: dict[str, StoredLinear], cache: Path) -> None:
     arrays = {f"{layer}.{field}": np.ascontiguousarray(getattr(blocks, field))
               for layer, blocks in stored.items() for field in blocks.__dataclass_fields__}
     cache.parent.mkdir(parents=True, exist_ok=True)
-    partial = cache.with_suffix(".partial")
+    partial = cache.with_name(f"{cache.name}.{os.getpid()}.partial")  # processes filling it at once
     save_file(arrays, str(partial))
     partial.replace(cache)
 
