@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import llama_cpp_peer  # noqa: E402
+from benchmarks.quality import weight_bytes  # noqa: E402
 from structgen import compile_json_schema, default_model  # noqa: E402
 from structgen.engine.config import EngineConfig  # noqa: E402
 from structgen.engine.engine import Engine  # noqa: E402
@@ -226,12 +227,7 @@ def scenario_quantized(runs: int, threads: int) -> dict:
             if peer is not None:
                 tok_s[case]["llama.cpp"].append(llama_chat(peer, requests, constrained))
     return {"tok_s": tok_s, "threads": threads, "tokens": QUANT_TOKENS, "note": note,
-            "weight_mb": {name: weight_mb(engine) for name, engine in engines.items()}}
-
-
-def weight_mb(engine: Engine) -> float:
-    tensors = {id(t): t for t in [*engine.model.parameters(), *engine.model.buffers()]}
-    return sum(t.nbytes for t in tensors.values()) / 2**20
+            "weight_mb": {name: weight_bytes(engine.model) / 2**20 for name, engine in engines.items()}}
 
 
 # -- report ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from structgen.engine.detokenizer import IncrementalDetokenizer
 from structgen.engine.jump_forward import RETOKENIZED_TAIL, Jump, plan_jump
 from structgen.engine.masks import MIN_PATIENCE_S, GrammarMasks, patience
 from structgen.engine.models.loader import load_model
-from structgen.engine.models.quantization import quantize_model
+from structgen.engine.models.quantization import NATIVE, quantize_model
 from structgen.engine.request import Request, RequestOutput, Status
 from structgen.engine.runner import ModelRunner
 from structgen.engine.sampler import Sampler, SamplerRow
@@ -110,8 +110,8 @@ class Engine:
         mode = config.quantization
         if mode in (None, "float"):
             return
-        stored = loaded.stored_linears() if not on_gpu and mode in ("native", "int4") else {}
-        what = "the GGUF file's own formats" if mode == "native" else mode
+        stored = loaded.stored_linears() if not on_gpu and mode in (NATIVE, "int4") else {}
+        what = "the GGUF file's own formats" if mode == NATIVE else mode
         with phase(f"quantizing the weights to {what}"):
             quantize_model(self.model, config.quantization, config.quantization_group_size, stored)
 

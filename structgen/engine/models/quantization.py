@@ -63,7 +63,7 @@ class Int8Linear(nn.Module):
                            self.compute_dtype)
         self.register_buffer("qweight", torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8))
         self.register_buffer("scale", scale.to(self.compute_dtype))
-        self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
+        self.bias = frozen_copy(bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed_kernel:
@@ -96,7 +96,7 @@ class Int4Linear(nn.Module):
             packed = (q[:, 0::2] | (q[:, 1::2] << 4)).to(torch.uint8)
         self.register_buffer("packed", packed)
         self.register_buffer("scales_and_zeros", scales_and_zeros.to(self.compute_dtype))
-        self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
+        self.bias = frozen_copy(bias)
         self.shape = (out_features, in_features)
 
     @classmethod
@@ -147,7 +147,7 @@ class Fp8Linear(nn.Module):
         scale = (w.abs().amax(dim=1) / FP8_MAX).clamp(min=torch.finfo(torch.float32).tiny)
         self.register_buffer("qweight", (w / scale[:, None]).to(torch.float8_e4m3fn))
         self.register_buffer("scale", scale[None, :].contiguous())  # [1, out], float32
-        self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
+        self.bias = frozen_copy(bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x_scale = (x.abs().amax(dim=1, keepdim=True).float() / FP8_MAX).clamp(min=1e-12)  # per token
@@ -157,6 +157,11 @@ class Fp8Linear(nn.Module):
 
     def dequantized(self) -> torch.Tensor:
         return self.qweight.float() * self.scale.T
+
+
+def frozen_copy(bias: torch.Tensor | None) -> nn.Parameter | None:
+    """A layer's bias, kept float beside its quantized weight."""
+    return None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
 
 
 def held_scale(scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
