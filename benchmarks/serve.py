@@ -129,6 +129,8 @@ class Record:
     text: str = ""
     outcome: str = "ok"  # ok, refused, shed, expected_400, disconnected, http_error, stream_error, invalid
     detail: str = ""
+    replica: str | None = None  # x-structgen-replica: which replica served it (scale-out)
+    grammar_cache: str | None = None  # x-structgen-grammar-cache: "hit" or "miss"
 
 
 async def send(client: httpx.AsyncClient, job: Job, schema: dict | None, t0: float) -> Record:
@@ -137,6 +139,8 @@ async def send(client: httpx.AsyncClient, job: Job, schema: dict | None, t0: flo
     try:
         async with client.stream("POST", "/v1/chat/completions", json=job.body) as resp:
             rec.status = resp.status_code
+            rec.replica = resp.headers.get("x-structgen-replica")
+            rec.grammar_cache = resp.headers.get("x-structgen-grammar-cache")
             if resp.status_code != 200:
                 classify_refusal(rec, job, (await resp.aread()).decode(errors="replace"), resp.headers)
                 rec.e2e = time.perf_counter() - began

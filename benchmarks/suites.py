@@ -62,12 +62,15 @@ SUITES: dict[str, Suite] = {
     "soak": Suite("soak", "soak.json", "--out", ("--minutes", "3", "--settle-minutes", "1", "--clients", "8"),
                   "an hour of 32 clients: cached, fresh and hostile requests; memory after ten minutes, "
                   "no 5xx (--minutes N)"),
+    "scale-out": Suite("scale_out", "scale_out.json", "--output", ("--quick",),
+                       "structgen serve --replicas N on Ray Serve: overhead vs one engine, grammar-affinity "
+                       "vs power-of-two routing (cache hits, TTFT), a replica killed mid-run"),
     "startup": Suite("startup", "startup.json", "--out", ("--runs", "1"),
                      "ready from a scratch clone: serve until listening (cold, warm), first reply, import, "
                      "first mask in a fresh process (--install: README's install too)"),
 }
 ALL_ORDER = ["masks", "cfg", "engine", "engine-gpu", "constrained", "serve", "clients", "fuzz", "isolation",
-             "soak", "startup"]
+             "soak", "scale-out", "startup"]
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ import time
 import uuid
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from server import streaming
 from server.errors import APIError
@@ -26,6 +26,7 @@ from structgen.engine.sampling_params import InvalidParameterError, SamplingPara
 from structgen.errors import CompileCancelledError, SchemaError, StructgenError
 
 router = APIRouter()
+GRAMMAR_CACHE_HEADER = "x-structgen-grammar-cache"  # "hit" or "miss", on requests with a grammar
 
 
 @router.post("/v1/chat/completions")
@@ -46,7 +47,8 @@ async def completions(body: CompletionRequest, http: Request):
 
 async def _complete(state: ServerState, http: Request, body, prompts: list[list[int]], chat: bool):
     spec = _output_spec(body, state.disable_additional_properties)
-    grammar = await _compile(state, spec, http)
+    grammar, hit = await _compile(state, spec, http)
+    headers = {GRAMMAR_CACHE_HEADER: "hit" if hit else "miss"} if spec.kind else {}
     engine = state.engine.engine
     token_limit = min(engine.max_model_len, engine.blocks.num_blocks * engine.block_size)
     runs = [(p, _sampling_params(body, len(p), token_limit, i, chat)) for p in prompts for i in range(body.n)]
@@ -63,13 +65,14 @@ async def _complete(state: ServerState, http: Request, body, prompts: list[list[
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = streaming.events(state, streams, runs, spec, rid, created, chat, include_usage)
-        return StreamingResponse(events, media_type="text/event-stream")
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
     finals = await asyncio.gather(*[_final(state, s) for s in streams])
-    return response_body(finals, runs, spec, rid, created, chat, body, state.served, engine.vocab)
+    return JSONResponse(response_body(finals, runs, spec, rid, created, chat, body, state.served, engine.vocab),
+                        headers=headers)
 
 
 async def _compile(state: ServerState, spec: OutputSpec, http: Request):
-    """The request's grammar (None without one), or its compile error as a 400."""
+    """(the request's grammar or None, whether the cache had it), or its compile error as a 400."""
     try:
         grammar, compile_s, hit = await compile_spec(spec, state.engine.engine.vocab, client_gone=http.is_disconnected)
     except CompileCancelledError as err:
@@ -84,7 +87,7 @@ async def _compile(state: ServerState, spec: OutputSpec, http: Request):
         state.metrics.compile_time.observe(compile_s)
     if hit:
         state.metrics.compile_cache_hits.inc()
-    return grammar
+    return grammar, hit
 
 
 async def _final(state: ServerState, stream):

@@ -49,6 +49,14 @@ class OutputSpec:
     parallel: bool = False  # several tagged calls allowed, one after the other
     parameter_pointers: list[str] = field(default_factory=list)  # tools' parameters in `source`
 
+    def grammar_key(self) -> str | None:
+        """Text that is equal for two specs exactly when they compile to the same grammar
+        (the compile cache's key, short of the vocabulary); None without a grammar."""
+        if self.kind is None:
+            return None
+        return json.dumps([self.kind, self.source, sorted(self.options.items()), self.tool_names, self.single_tool,
+                           self.auto_tools, self.parallel], separators=(",", ":"), ensure_ascii=False, default=str)
+
     def locate(self, err: SchemaError) -> tuple[str, str]:
         """(param, message) of a schema error, pointing into the tool it came from."""
         found = tool_parameter_at(self.parameter_pointers, err.pointer or "")

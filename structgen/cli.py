@@ -15,7 +15,6 @@ stderr and exit with status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
@@ -164,6 +163,26 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="processes that compile grammars beside the engine, so that a large "
                        f"compile never stalls other streams (default: {DEFAULT_WORKERS}; 0: compile "
                        "in the server's own process)")
+    scale = serve.add_argument_group("scale-out on Ray Serve (docs/scale-out.md)")
+    scale.add_argument("--replicas", type=_positive_int, default=None,
+                       help="serve N engine replicas behind one endpoint, on a local Ray cluster bound "
+                       "to loopback; requests with a grammar go to the replica that compiled it")
+    scale.add_argument("--ray-address", default=None,
+                       help="join this Ray cluster (e.g. ray://head:10001 or auto) instead of starting one")
+    scale.add_argument("--replica-cpus", type=_non_negative_float, default=None,
+                       help="CPUs Ray reserves for each replica (default: 1)")
+    scale.add_argument("--replica-gpus", type=_non_negative_float, default=None,
+                       help="GPUs Ray reserves for each replica (default: 0)")
+    scale.add_argument("--min-replicas", type=_nonnegative_int, default=None,
+                       help="autoscale between --min-replicas and --max-replicas")
+    scale.add_argument("--max-replicas", type=_positive_int, default=None)
+    scale.add_argument("--target-ongoing-requests", type=_positive_int, default=None,
+                       help="autoscaling: ongoing requests per replica to aim at (default: 16)")
+    scale.add_argument("--router", choices=("grammar", "power_of_two"), default=None,
+                       help="grammar (default): a request goes to the replica that holds its grammar "
+                       "(or its prompt's prefix) warm; power_of_two: Ray Serve's default, by load only")
+    scale.add_argument("--drain-seconds", type=_non_negative_float, default=None,
+                       help="on SIGTERM or Ctrl-C, how long in-flight requests may finish (default: 30)")
     serve.set_defaults(func=_cmd_serve)
 
     bench = sub.add_parser("bench", add_help=False, help="run the benchmarks (masks, cfg, engine, "
@@ -493,51 +512,31 @@ def _quiet_transformers() -> None:
 KEEP_ALIVE_S = 65
 
 
-def _group_size(args: argparse.Namespace) -> dict:
-    """The int4 group size when given (else EngineConfig's default)."""
-    size = args.quantization_group_size
-    return {} if size is None else {"quantization_group_size": size}
+def _serve_options(args: argparse.Namespace):
+    from server.launch import ServeOptions
+
+    return ServeOptions.from_mapping({**vars(args), "jump_forward": not args.no_jump_forward})
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    if args.replicas is not None or args.ray_address is not None:
+        from server.ray_serve.cluster import ScaleOut, serve_replicated
+
+        scale = ScaleOut.from_mapping(vars(args))
+        return serve_replicated(_serve_options(args), scale, host=args.host, port=args.port)
     import uvicorn
 
-    from server.app import create_app
-    from structgen import cache_info, compile_workers, memory, startup
-    from structgen.compiler import prepare, set_cache_bytes, start_workers
-    from structgen.engine.async_engine import AsyncEngine
-    from structgen.engine.config import EngineConfig
-    from structgen.engine.engine import Engine
+    from server import launch
 
     _quiet_transformers()
-    startup.report()
-    memory.limit_arenas()  # before the engine and the server start their threads
-    engine = Engine(EngineConfig(model=args.model, kv_cache_bytes=args.kv_cache_bytes,
-                                 max_num_seqs=args.max_num_seqs, jump_forward=not args.no_jump_forward,
-                                 quantization=args.quantization, **_group_size(args)))
-    runner = AsyncEngine(engine, max_waiting=args.max_waiting)
-    app = create_app(runner, model_name=args.served_model_name, api_key=args.api_key,
-                     max_body_bytes=args.max_body_bytes,
-                     disable_additional_properties=not args.allow_additional_properties)
-    with startup.phase("the vocabulary's token trie and a first constrained mask"):
-        prepare(engine.vocab)
-    if args.grammar_cache_bytes is not None:
-        set_cache_bytes(args.grammar_cache_bytes)
-    if args.compile_workers:
-        with startup.phase(f"starting {args.compile_workers} compile worker processes"):
-            start_workers(args.compile_workers)
-    # What is loaded by now (torch, transformers, the model, the vocabulary: ~370k objects)
-    # lives as long as the server; each full garbage collection scanned it for ~200 ms, a
-    # stall of every stream. Frozen, the collector skips it.
-    gc.collect()
-    gc.freeze()
-    memory.keep_releasing(lambda: cache_info()["evictions"])
-    print(f"structgen serve: {engine.model_name} on http://{args.host}:{args.port}/v1", file=sys.stderr)
+    served = launch.start(_serve_options(args))
+    print(f"structgen serve: {served.runner.engine.model_name} on http://{args.host}:{args.port}/v1",
+          file=sys.stderr)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)
+        uvicorn.run(served.app, host=args.host, port=args.port, log_level="warning",
+                    timeout_keep_alive=KEEP_ALIVE_S)
     finally:
-        runner.shutdown()
-        compile_workers.stop()
+        served.stop()
     return EXIT_OK
 
 

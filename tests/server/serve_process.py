@@ -9,7 +9,7 @@ import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import httpx
 
@@ -23,12 +23,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_process(log: Path, timeout_s: float, **env: str) -> Iterator[str]:
-    """The server's base URL once /health answers; `env`: extra environment variables."""
+def serve_process(log: Path, timeout_s: float, args: Sequence[str] = (), **env: str) -> Iterator[str]:
+    """The server's base URL once /health answers; `args`: more `structgen serve` options;
+    `env`: extra environment variables."""
     port = free_port()
     full_env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", **env)
     with open(log, "w") as out:
-        proc = subprocess.Popen([*CLI, "serve", "--port", str(port)], stdin=subprocess.DEVNULL, stdout=out,
+        proc = subprocess.Popen([*CLI, "serve", "--port", str(port), *args], stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, env=full_env)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -37,7 +38,7 @@ def serve_process(log: Path, timeout_s: float, **env: str) -> Iterator[str]:
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
 

@@ -1,6 +1,8 @@
 """The client suite's server: `structgen serve` started from the checkout as a user
 starts it (the real command, the embedded SmolLM2 model, loopback), once per session,
-and stopped after the last client test."""
+and stopped after the last client test. The suite runs twice: against one engine, and
+against two replicas on Ray Serve (`--replicas 2`), where every answer must be the same
+kind of answer."""
 
 from __future__ import annotations
 
@@ -16,9 +18,15 @@ START_TIMEOUT_S = 300  # a first start converts the model (~25 s on 2 cores; see
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-@pytest.fixture(scope="session")
-def base_url(tmp_path_factory):
-    with serve_process(tmp_path_factory.mktemp("serve") / "serve.log", START_TIMEOUT_S) as url:
+DEPLOYMENTS = {"one-engine": (), "ray-2-replicas": ("--replicas", "2", "--compile-workers", "1")}
+
+
+@pytest.fixture(scope="session", params=list(DEPLOYMENTS))
+def base_url(request, tmp_path_factory):
+    if DEPLOYMENTS[request.param]:
+        pytest.importorskip("ray.serve")
+    log = tmp_path_factory.mktemp(request.param) / "serve.log"
+    with serve_process(log, START_TIMEOUT_S, DEPLOYMENTS[request.param]) as url:
         yield url + "/v1"
 
 

@@ -1,0 +1,99 @@
+"""One engine and its HTTP app, started from `ServeOptions`: what `structgen serve` runs
+in its own process, and what each Ray Serve engine replica runs in its actor. Owns the
+options, the start-up order (engine, app, vocabulary, grammar cache, compile workers,
+frozen heap) and the stop; never the HTTP server that listens (uvicorn, or Ray's proxy).
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, fields
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import TypeAdapter
+
+from server.guard import DEFAULT_MAX_BODY_BYTES
+from structgen.compile_workers import DEFAULT_WORKERS
+from structgen.engine.async_engine import AsyncEngine
+from structgen.engine.config import DEFAULT_GROUP_SIZE
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Everything one engine process serves with; the defaults are `structgen serve`'s."""
+
+    model: str | None = None  # a folder, a .gguf file; None: the embedded SmolLM2
+    served_model_name: str | None = None
+    api_key: str | None = None
+    kv_cache_bytes: int | None = None
+    quantization: str | None = None
+    quantization_group_size: int = DEFAULT_GROUP_SIZE
+    max_num_seqs: int | None = None
+    max_waiting: int = 512  # requests queued beyond the running batch before 429s
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    jump_forward: bool = True
+    allow_additional_properties: bool = False
+    grammar_cache_bytes: int | None = None  # None: sized to the machine
+    compile_workers: int = DEFAULT_WORKERS
+
+    @classmethod
+    def from_mapping(cls, values: dict) -> "ServeOptions":
+        return options_from(cls, values)
+
+
+def options_from(cls: type, values: dict) -> Any:
+    """The dataclass `cls` with the fields named in `values` (an argparse namespace's
+    vars, or `serve run`'s key=value strings, converted to the fields' types); None
+    means the default, and names that are not fields are ignored."""
+    known = {f.name for f in fields(cls)}
+    return TypeAdapter(cls).validate_python({k: v for k, v in values.items() if k in known and v is not None})
+
+
+@dataclass
+class Served:
+    """A started engine: its runner and the app that serves it."""
+
+    runner: AsyncEngine
+    app: FastAPI
+
+    def stop(self) -> None:
+        from structgen import compile_workers
+
+        self.runner.shutdown()
+        compile_workers.stop()
+
+
+def start(options: ServeOptions) -> Served:
+    """Load the model, build the app and warm what the first request needs; each phase
+    is reported with its duration (`structgen.startup`)."""
+    from server.app import create_app
+    from structgen import cache_info, memory, startup
+    from structgen.compiler import prepare, set_cache_bytes, start_workers
+    from structgen.engine.config import EngineConfig
+    from structgen.engine.engine import Engine
+
+    startup.report()
+    memory.limit_arenas()  # before the engine and the server start their threads
+    engine = Engine(EngineConfig(model=options.model, kv_cache_bytes=options.kv_cache_bytes,
+                                 max_num_seqs=options.max_num_seqs, jump_forward=options.jump_forward,
+                                 quantization=options.quantization,
+                                 quantization_group_size=options.quantization_group_size))
+    runner = AsyncEngine(engine, max_waiting=options.max_waiting)
+    app = create_app(runner, model_name=options.served_model_name, api_key=options.api_key,
+                     max_body_bytes=options.max_body_bytes,
+                     disable_additional_properties=not options.allow_additional_properties)
+    with startup.phase("the vocabulary's token trie and a first constrained mask"):
+        prepare(engine.vocab)
+    if options.grammar_cache_bytes is not None:
+        set_cache_bytes(options.grammar_cache_bytes)
+    if options.compile_workers:
+        with startup.phase(f"starting {options.compile_workers} compile worker processes"):
+            start_workers(options.compile_workers)
+    # What is loaded by now (torch, transformers, the model, the vocabulary: ~370k objects)
+    # lives as long as the server; each full garbage collection scanned it for ~200 ms, a
+    # stall of every stream. Frozen, the collector skips it.
+    gc.collect()
+    gc.freeze()
+    memory.keep_releasing(lambda: cache_info()["evictions"])
+    return Served(runner, app)

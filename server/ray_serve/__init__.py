@@ -1,0 +1,14 @@
+"""structgen on Ray Serve: one OpenAI-compatible endpoint over N engine replicas.
+
+    request -> Ray's HTTP proxy -> ingress.py (the same Guard; a Route from routes.py)
+            -> router.py (a Ray RequestRouter: the replica that holds the grammar warm)
+            -> replica.py (one engine; the request replayed through server.app, forwarding.py)
+
+`structgen serve --replicas N` runs it on a local cluster bound to loopback
+(cluster.py); `serve run server.ray_serve:build_app` runs it with Ray's own tools
+(app.py). docs/scale-out.md has the figures and the story beyond one machine.
+"""
+
+from server.ray_serve.app import ScaleOut, application, build_app
+
+__all__ = ["ScaleOut", "application", "build_app"]

@@ -1,0 +1,137 @@
+"""`structgen serve --replicas 2` as a user starts it: a real local Ray cluster on
+loopback, Ray Serve's proxy, the ingress and two engine replicas of a tiny random-weight
+model with SmolLM2's tokenizer, driven by the real `openai` client and httpx.
+
+The routing and fault checks here; the client suite (tests/server/clients) runs against
+this application too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+
+import httpx
+import jsonschema
+import pytest
+
+pytest.importorskip("ray.serve")
+
+from tests.engine.tiny_models import make_tokenized_checkpoint  # noqa: E402
+from tests.server.serve_process import serve_process  # noqa: E402
+
+START_TIMEOUT_S = 300
+REPLICA_PROCESS = "ServeReplica:structgen:EngineReplica"
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                           "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+          "required": ["name", "age"], "additionalProperties": False}
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory):
+    model = tmp_path_factory.mktemp("tiny")
+    if not make_tokenized_checkpoint(model):
+        pytest.skip("no SmolLM2 tokenizer at hand")
+    log = tmp_path_factory.mktemp("ray") / "serve.log"
+    args = ["--replicas", "2", "--model", str(model), "--compile-workers", "0", "--drain-seconds", "5",
+            "--served-model-name", "tiny"]
+    with serve_process(log, START_TIMEOUT_S, args) as url:
+        yield url
+
+
+def numbered_schema(i: int, min_length: int | None = None) -> dict:
+    value = {"type": "integer"} if min_length is None else {"type": "string", "minLength": min_length}
+    return {"type": "object", "properties": {f"field{i}": value}, "required": [f"field{i}"],
+            "additionalProperties": False}
+
+
+def schema_body(schema: dict, max_tokens: int = 40, **more) -> dict:
+    return {"model": "tiny", "messages": [{"role": "user", "content": "Answer in JSON."}], "max_tokens": max_tokens,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}, **more}
+
+
+def replica_pids() -> list[int]:
+    found = subprocess.run(["pgrep", "-f", REPLICA_PROCESS], capture_output=True, text=True).stdout.split()
+    return [int(pid) for pid in found]
+
+
+def metric(base_url: str, name: str, labels: str = "") -> float:
+    """The sum of the samples of `name` whose labels include `labels` ('result="hit"');
+    0 before any."""
+    samples = [line for line in httpx.get(base_url + "/metrics", timeout=30).text.splitlines()
+               if line.startswith(name + " ") or (line.startswith(name + "{") and labels in line)]
+    return sum(float(line.rsplit(" ", 1)[1]) for line in samples)
+
+
+def test_constrained_output_validates_through_the_openai_client(base_url):
+    import openai
+
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="unused", max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="tiny", messages=[{"role": "user", "content": "Describe a person."}], max_tokens=60,
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
+    completion = raw.parse()
+    assert raw.headers.get("x-structgen-replica")
+    if completion.choices[0].finish_reason == "stop":
+        jsonschema.validate(json.loads(completion.choices[0].message.content), PERSON)
+    else:  # a random-weight model may run out of tokens; what it wrote is still a valid prefix
+        assert completion.choices[0].message.content.startswith("{")
+
+
+def test_one_schema_is_served_by_one_replica(base_url):
+    replicas, hits_before = set(), metric(base_url, "structgen_replica_grammar_cache_total", 'result="hit"')
+    for _ in range(5):
+        response = httpx.post(base_url + "/v1/chat/completions", json=schema_body(numbered_schema(0)), timeout=120)
+        assert response.status_code == 200, response.text
+        replicas.add(response.headers["x-structgen-replica"])
+    assert len(replicas) == 1, replicas
+    assert metric(base_url, "structgen_replica_grammar_cache_total", 'result="hit"') == hits_before + 4
+
+
+def test_schemas_spread_over_both_replicas_and_errors_are_openai_bodies(base_url):
+    seen = {httpx.post(base_url + "/v1/chat/completions", json=schema_body(numbered_schema(i), max_tokens=5),
+                       timeout=120).headers["x-structgen-replica"] for i in range(1, 13)}
+    assert len(seen) == 2, seen
+    bad = httpx.post(base_url + "/v1/chat/completions", json=schema_body({"type": "object", "minProperties": -1}),
+                     timeout=60)
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_schema", bad.text
+    assert httpx.get(base_url + "/nowhere", timeout=60).json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_killed_replicas_pending_requests_complete_on_the_other(base_url):
+    """Three long requests wait on each replica; one replica's process is killed. Every
+    request still answers 200, each from the replica left, and Ray starts a new one."""
+    by_replica: dict[str, list[int]] = {}
+    for i in range(100, 140):  # long outputs: strings of at least 4,000 characters
+        response = httpx.post(base_url + "/v1/chat/completions", json=schema_body(numbered_schema(i, 4000),
+                                                                                  max_tokens=1), timeout=120)
+        by_replica.setdefault(response.headers["x-structgen-replica"], []).append(i)
+        if len(by_replica) == 2 and all(len(v) >= 3 for v in by_replica.values()):
+            break
+    chosen = [i for keys in by_replica.values() for i in keys[:3]]
+    assert len(chosen) == 6, by_replica
+    retries_before = metric(base_url, "structgen_replica_retries_total")
+
+    async def requests_with_a_kill():
+        async with httpx.AsyncClient(timeout=300) as client:
+            pending = [asyncio.create_task(client.post(
+                base_url + "/v1/chat/completions",
+                json=schema_body(numbered_schema(i, 4000), max_tokens=800)))
+                for i in chosen]
+            await asyncio.sleep(2.0)
+            assert not any(task.done() for task in pending), "the requests finished before the kill"
+            os.kill(replica_pids()[0], signal.SIGKILL)
+            return await asyncio.gather(*pending)
+
+    responses = asyncio.run(requests_with_a_kill())
+    assert [r.status_code for r in responses] == [200] * 6, [r.text[:200] for r in responses]
+    assert len({r.headers["x-structgen-replica"] for r in responses}) == 1
+    assert metric(base_url, "structgen_replica_retries_total") >= retries_before + 3
+    deadline = time.monotonic() + 60
+    while len(replica_pids()) < 2:
+        assert time.monotonic() < deadline, "Ray did not restart the killed replica within 60 s"
+        time.sleep(1)
+    assert httpx.get(base_url + "/health", timeout=30).status_code == 200
