@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from fastapi import FastAPI
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from server.guard import DEFAULT_MAX_BODY_BYTES
 from structgen.compile_workers import DEFAULT_WORKERS
@@ -47,7 +47,16 @@ def options_from(cls: type, values: dict) -> Any:
     vars, or `serve run`'s key=value strings, converted to the fields' types); None
     means the default, and names that are not fields are ignored."""
     known = {f.name for f in fields(cls)}
-    return TypeAdapter(cls).validate_python({k: v for k, v in values.items() if k in known and v is not None})
+    try:
+        return TypeAdapter(cls).validate_python({k: v for k, v in values.items() if k in known and v is not None})
+    except ValidationError as err:  # one line per field at fault, without pydantic's links
+        raise ValueError("; ".join(_problem(e) for e in err.errors())) from None
+
+
+def _problem(error: dict) -> str:
+    where = ".".join(str(part) for part in error["loc"])
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
 
 
 @dataclass

@@ -518,12 +518,23 @@ def _serve_options(args: argparse.Namespace):
     return ServeOptions.from_mapping({**vars(args), "jump_forward": not args.no_jump_forward})
 
 
+def _serve_replicated(args: argparse.Namespace) -> int:
+    try:
+        from server.ray_serve.cluster import ScaleOut, serve_replicated
+    except ModuleNotFoundError as e:
+        if e.name != "ray" and not (e.name or "").startswith("ray."):
+            raise
+        raise UsageError("--replicas and --ray-address need Ray Serve: pip install 'structgen[scale]'") from None
+    try:
+        scale = ScaleOut.from_mapping(vars(args))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return serve_replicated(_serve_options(args), scale, host=args.host, port=args.port)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     if args.replicas is not None or args.ray_address is not None:
-        from server.ray_serve.cluster import ScaleOut, serve_replicated
-
-        scale = ScaleOut.from_mapping(vars(args))
-        return serve_replicated(_serve_options(args), scale, host=args.host, port=args.port)
+        return _serve_replicated(args)
     import uvicorn
 
     from server import launch

@@ -12,7 +12,8 @@ Faults:
   unreachable) costs nothing but time: the request is sent again, avoiding it, up to
   `MAX_ATTEMPTS` times;
 - one that fails mid-stream ends the stream with an OpenAI error event, never a hang;
-- a request no replica accepts within `ACCEPT_TIMEOUT_S` gets a 503.
+- a request no replica accepts within `ACCEPT_TIMEOUT_S` gets a 503 (`/health` within
+  `HEALTH_TIMEOUT_S`: healthy while any replica is).
 
 Owns forwarding and these rules; never the routes' own behaviour (the replica's app).
 """
@@ -47,6 +48,7 @@ RETRY_PAUSE_S = 0.5
 # (~30 s on 2 cores with the embedded model), so a request sent while the only replica
 # restarts is served.
 ACCEPT_TIMEOUT_S = 120.0
+HEALTH_TIMEOUT_S = 10.0  # /health: unhealthy when no replica answers within this
 
 
 class ReplicaUnavailable(Exception):
@@ -103,19 +105,20 @@ class Ingress:
     async def _first_answer(self, request: ForwardedRequest, route: Route) -> Answer:
         """The first replica answer to start, trying others when a replica fails first."""
         failure: Exception | None = None
+        accept_timeout_s = HEALTH_TIMEOUT_S if request.path == "/health" else ACCEPT_TIMEOUT_S
         for attempt in range(MAX_ATTEMPTS):
             if attempt:
                 self.metrics.retries.inc()
                 await asyncio.sleep(RETRY_PAUSE_S)
             stream, replica = self.engines.handle.remote(request, route=route), None
             try:
-                accepted = await asyncio.wait_for(stream.__anext__(), ACCEPT_TIMEOUT_S)
+                accepted = await asyncio.wait_for(stream.__anext__(), accept_timeout_s)
                 replica = accepted.replica if isinstance(accepted, Accepted) else None
                 start = await stream.__anext__()
                 return Answer(stream, replica, start)
             except asyncio.TimeoutError:
                 stream.cancel()
-                raise ReplicaUnavailable(f"no engine replica took the request within {ACCEPT_TIMEOUT_S:.0f} s")
+                raise ReplicaUnavailable(f"no engine replica took the request within {accept_timeout_s:.0f} s")
             except (StopAsyncIteration, *REPLICA_FAILURES) as err:
                 stream.cancel()
                 failure = err

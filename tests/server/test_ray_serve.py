@@ -135,3 +135,29 @@ def test_a_killed_replicas_pending_requests_complete_on_the_other(base_url):
         assert time.monotonic() < deadline, "Ray did not restart the killed replica within 60 s"
         time.sleep(1)
     assert httpx.get(base_url + "/health", timeout=30).status_code == 200
+
+
+def test_rendezvous_moves_only_the_keys_of_a_replica_that_left():
+    from server.ray_serve.router import rendezvous_score
+
+    def owner(key: str, replicas: list[str]) -> str:
+        return max(replicas, key=lambda replica: rendezvous_score(key, replica))
+
+    keys = [f"key{i}" for i in range(600)]
+    before = {key: owner(key, ["a", "b", "c"]) for key in keys}
+    after = {key: owner(key, ["a", "b"]) for key in keys}
+    assert all(after[key] == before[key] for key in keys if before[key] != "c")
+    assert 150 < sum(before[key] == "c" for key in keys) < 250  # a third each, near enough
+
+
+def test_scale_out_options_are_checked_and_passed_to_ray():
+    from server.ray_serve.app import ScaleOut
+
+    assert ScaleOut.from_mapping({"replicas": "3"}).sizing() == {"num_replicas": 3}
+    scaled = ScaleOut.from_mapping({"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 8}).sizing()
+    assert scaled["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 4, "initial_replicas": 2,
+                                            "target_ongoing_requests": 8}
+    with pytest.raises(ValueError, match="exceeds"):
+        ScaleOut(min_replicas=3, max_replicas=2)
+    with pytest.raises(ValueError, match="router"):
+        ScaleOut(router="random")
