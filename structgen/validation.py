@@ -6,7 +6,7 @@ Numbers in both are read as exact decimals (`decimal.Decimal`), the reading
 jsonschema's maintainers recommend for exact arithmetic: read as floats, 19.99 is not
 a multiple of 0.01 (19.99 / 0.01 is 1998.9999999999998 in binary floating point),
 while JSON Schema's `multipleOf` is arithmetic on the numbers as written. The grammars'
-numeric bounds hold under both readings (grammar/numbers.py); a non-integer
+numeric bounds hold under both readings (grammar/numbers/); a non-integer
 `multipleOf` holds under this one. Used by the command line, the benchmarks and the
 tests. Must not know about the engine.
 """

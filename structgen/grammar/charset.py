@@ -65,6 +65,18 @@ def from_chars(chars: str) -> CharSet:
     return charset((ord(c), ord(c)) for c in chars)
 
 
+def from_code_points(code_points: Iterable[int]) -> CharSet:
+    """The set of ascending code points, merged into runs first (a Unicode class holds
+    hundreds of thousands: one range per run, not per code point)."""
+    runs: list[tuple[int, int]] = []
+    for cp in code_points:
+        if runs and runs[-1][1] == cp - 1:
+            runs[-1] = (runs[-1][0], cp)
+        else:
+            runs.append((cp, cp))
+    return charset(runs)
+
+
 def union(*sets: CharSet) -> CharSet:
     if len(sets) == 1:  # already normalized: the common case of a pattern's edges
         return sets[0]

@@ -229,7 +229,7 @@ def test_decimal_multiple_of_is_exact(step, lower, upper, exclusive, texts):
     for negative, whole, fraction in texts:
         text = ("-" if negative else "") + str(whole) + ("." + fraction if fraction else "")
         valid = exact.is_valid(json.loads(text, parse_float=Decimal))
-        if text == "-0":  # never written under bounds (numbers.py): only soundness holds
+        if text == "-0":  # never written under bounds (grammar/numbers): only soundness holds
             assert valid or not g.ok(text), (text, schema)
         else:
             assert g.ok(text) == valid, (text, schema)

@@ -3,8 +3,8 @@ the number texts, by way of `grammar.numbers` (integer and decimal ranges, decim
 multiples) and the remainder automata of integer steps built here.
 
 Owns: the choice between enumerating, ranges and remainder automata, and their budgets.
-(`grammar.numbers` is the number-text module of every front end and already near its
-size limit; what here is JSON Schema's stays here.) A mixin of
+(`grammar.numbers` is the number-text package of every front end; what here is JSON
+Schema's stays here.) A mixin of
 `compiler.SchemaCompiler`: it uses the compiler's options, style, budget (`tick`,
 `refuse`) and the methods of the other mixins through `self`.
 """

@@ -1,272 +1,28 @@
-"""ECMA-262 regular expressions (the JSON Schema dialect) lowered to the byte IR.
+"""Regex text -> the character-level AST (`parse_regex`), for the ECMA-262 dialect of
+JSON Schema and Python's `re` dialect of lark terminals (see the package docstring for
+what each accepts and refuses).
 
-`parse_regex(pattern)` parses at the character (code point) level into a small AST:
-
-    Chars(cs)                  one character from a CharSet
-    Sequence(items)            concatenation
-    Alternation(items)         alternatives
-    Quantified(item, min, max) repetition (max None = unbounded; laziness is dropped,
-                               it does not change the language)
-    Anchor(kind, position)     `^` or `$`
-
-`regex_ir(pattern, encoding=..., search=...)` lowers it to `structgen.grammar.ir`: each
-character becomes the UTF-8 encodings of its set (`encoding="utf8"`), or the JSON
-string-body encodings of one character of its set (`encoding="json"`: the regex
-constrains the decoded string, the IR matches its JSON-encoded body).
-
-Semantics are those of ECMA-262 in Unicode mode (code points, not UTF-16 units) without
-flags: `.` excludes line terminators, `^`/`$` match only at the ends of the input, `\\d`,
-`\\w` are ASCII-only. A few Annex B leniencies are kept because real schemas rely on
-them: a lone `]`, `}` or a `{` that does not start a quantifier is a literal, and ASCII
-punctuation may be escaped anywhere. Constructs that are not regular (backreferences,
-lookaround, word boundaries) and flags are refused with a `RegexError`.
+Owns: the syntax: groups, quantifiers, classes, escapes, inline flags, verbose
+patterns, and every RegexError about them. Must not lower to the IR (`lowering` does)
+or define what a class escape or property holds (`classes`, `unicode_properties`,
+`case_folding`).
 """
 
 from __future__ import annotations
 
 import re as _re
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Union
 
 from structgen.errors import RegexError
 from structgen.grammar import charset as C
-from structgen.grammar import ir
+from structgen.grammar.regex.case_folding import case_closed
+from structgen.grammar.regex.classes import CLASS_ESCAPES, DOT, PYTHON_DOT, python_class
+from structgen.grammar.regex.nodes import Alternation, Anchor, Chars, Quantified, RegexNode, Sequence
+from structgen.grammar.regex.unicode_properties import unicode_property
 
-# ---------------------------------------------------------------- AST
-
-
-@dataclass(frozen=True)
-class Chars:
-    cs: C.CharSet
-
-
-@dataclass(frozen=True)
-class Sequence:
-    items: tuple
-
-
-@dataclass(frozen=True)
-class Alternation:
-    items: tuple
-
-
-@dataclass(frozen=True)
-class Quantified:
-    item: "RegexNode"
-    min: int
-    max: int | None
-
-
-@dataclass(frozen=True)
-class Anchor:
-    kind: str  # "^" or "$"
-    position: int
-
-
-RegexNode = Union[Chars, Sequence, Alternation, Quantified, Anchor]
-
-EMPTY_SEQUENCE = Sequence(())
-
-# ---------------------------------------------------------------- character sets
-
-DIGIT: C.CharSet = ((0x30, 0x39),)
-WORD: C.CharSet = C.charset([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
-SPACE: C.CharSet = C.charset(
-    [
-        (0x09, 0x0D),  # \t \n \v \f \r
-        (0x20, 0x20),
-        (0xA0, 0xA0),
-        (0x1680, 0x1680),
-        (0x2000, 0x200A),
-        (0x2028, 0x2029),
-        (0x202F, 0x202F),
-        (0x205F, 0x205F),
-        (0x3000, 0x3000),
-        (0xFEFF, 0xFEFF),
-    ]
-)
-LINE_TERMINATORS: C.CharSet = C.charset([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
-DOT: C.CharSet = C.complement(LINE_TERMINATORS)
-
-_CLASS_ESCAPES: dict[str, C.CharSet] = {
-    "d": DIGIT,
-    "D": C.complement(DIGIT),
-    "w": WORD,
-    "W": C.complement(WORD),
-    "s": SPACE,
-    "S": C.complement(SPACE),
-}
 _CONTROL_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B}
 _SYNTAX_CHARS = set("^$\\.*+?()[]{}|/")
 _HEX = set("0123456789abcdefABCDEF")
-
-# ---- Unicode properties
-
-_GC_GROUPS = {
-    "L": ("Lu", "Ll", "Lt", "Lm", "Lo"),
-    "LC": ("Lu", "Ll", "Lt"),
-    "M": ("Mn", "Mc", "Me"),
-    "N": ("Nd", "Nl", "No"),
-    "P": ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"),
-    "S": ("Sm", "Sc", "Sk", "So"),
-    "Z": ("Zs", "Zl", "Zp"),
-    "C": ("Cc", "Cf", "Cs", "Co", "Cn"),
-}
-_GC_LONG = {
-    "Letter": "L",
-    "Cased_Letter": "LC",
-    "Uppercase_Letter": "Lu",
-    "Lowercase_Letter": "Ll",
-    "Titlecase_Letter": "Lt",
-    "Modifier_Letter": "Lm",
-    "Other_Letter": "Lo",
-    "Mark": "M",
-    "Combining_Mark": "M",
-    "Nonspacing_Mark": "Mn",
-    "Spacing_Mark": "Mc",
-    "Enclosing_Mark": "Me",
-    "Number": "N",
-    "Decimal_Number": "Nd",
-    "digit": "Nd",
-    "Letter_Number": "Nl",
-    "Other_Number": "No",
-    "Punctuation": "P",
-    "punct": "P",
-    "Connector_Punctuation": "Pc",
-    "Dash_Punctuation": "Pd",
-    "Open_Punctuation": "Ps",
-    "Close_Punctuation": "Pe",
-    "Initial_Punctuation": "Pi",
-    "Final_Punctuation": "Pf",
-    "Other_Punctuation": "Po",
-    "Symbol": "S",
-    "Math_Symbol": "Sm",
-    "Currency_Symbol": "Sc",
-    "Modifier_Symbol": "Sk",
-    "Other_Symbol": "So",
-    "Separator": "Z",
-    "Space_Separator": "Zs",
-    "Line_Separator": "Zl",
-    "Paragraph_Separator": "Zp",
-    "Other": "C",
-    "Control": "Cc",
-    "cntrl": "Cc",
-    "Format": "Cf",
-    "Surrogate": "Cs",
-    "Private_Use": "Co",
-    "Unassigned": "Cn",
-}
-_GC_ALL = set(_GC_GROUPS) | {c for group in _GC_GROUPS.values() for c in group}
-
-# ECMA-262 binary Unicode properties (table "Binary Unicode property aliases"), long and short names.
-_BINARY_PROPERTIES = {
-    "ASCII_Hex_Digit": "AHex", "Alphabetic": "Alpha", "Bidi_Control": "Bidi_C",
-    "Bidi_Mirrored": "Bidi_M", "Case_Ignorable": "CI", "Cased": None,
-    "Changes_When_Casefolded": "CWCF", "Changes_When_Casemapped": "CWCM",
-    "Changes_When_Lowercased": "CWL", "Changes_When_NFKC_Casefolded": "CWKCF",
-    "Changes_When_Titlecased": "CWT", "Changes_When_Uppercased": "CWU", "Dash": None,
-    "Default_Ignorable_Code_Point": "DI", "Deprecated": "Dep", "Diacritic": "Dia",
-    "Emoji": None, "Emoji_Component": "EComp", "Emoji_Modifier": "EMod",
-    "Emoji_Modifier_Base": "EBase", "Emoji_Presentation": "EPres",
-    "Extended_Pictographic": "ExtPict", "Extender": "Ext", "Grapheme_Base": "Gr_Base",
-    "Grapheme_Extend": "Gr_Ext", "Hex_Digit": "Hex", "IDS_Binary_Operator": "IDSB",
-    "IDS_Trinary_Operator": "IDST", "ID_Continue": "IDC", "ID_Start": "IDS",
-    "Ideographic": "Ideo", "Join_Control": "Join_C", "Logical_Order_Exception": "LOE",
-    "Lowercase": "Lower", "Math": None, "Noncharacter_Code_Point": "NChar",
-    "Pattern_Syntax": "Pat_Syn", "Pattern_White_Space": "Pat_WS", "Quotation_Mark": "QMark",
-    "Radical": None, "Regional_Indicator": "RI", "Sentence_Terminal": "STerm",
-    "Soft_Dotted": "SD", "Terminal_Punctuation": "Term", "Unified_Ideograph": "UIdeo",
-    "Uppercase": "Upper", "Variation_Selector": "VS", "White_Space": "space",
-    "XID_Continue": "XIDC", "XID_Start": "XIDS",
-}  # fmt: skip
-_BINARY_ALIASES = {short: long for long, short in _BINARY_PROPERTIES.items() if short}
-
-
-@lru_cache(maxsize=1)
-def _general_category_table() -> dict[str, C.CharSet]:
-    """Code point ranges of every two-letter general category (from `unicodedata`)."""
-    import unicodedata
-
-    runs: dict[str, list[tuple[int, int]]] = {}
-    cat = unicodedata.category
-    start = 0
-    current = cat("\x00")
-    for cp in range(1, C.MAX_CODE_POINT + 1):
-        c = cat(chr(cp))
-        if c != current:
-            runs.setdefault(current, []).append((start, cp - 1))
-            start, current = cp, c
-    runs.setdefault(current, []).append((start, C.MAX_CODE_POINT))
-    return {k: tuple(v) for k, v in runs.items()}
-
-
-@lru_cache(maxsize=256)
-def _general_category(name: str) -> C.CharSet:
-    table = _general_category_table()
-    members = _GC_GROUPS.get(name, (name,))
-    return C.union(*(table.get(m, ()) for m in members))
-
-
-@lru_cache(maxsize=1)
-def _all_code_points() -> str:
-    import numpy as np
-
-    return np.arange(C.MAX_CODE_POINT + 1, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
-
-
-@lru_cache(maxsize=256)
-def _property_via_regex_module(expr: str) -> C.CharSet | None:
-    """The set of a Unicode property that the `regex` package knows (None if it cannot)."""
-    try:
-        import regex as _regex_mod  # installed with transformers
-    except ImportError:
-        return None
-    try:
-        compiled = _regex_mod.compile(r"\p{%s}+" % expr)
-    except Exception:
-        return None
-    return tuple((m.start(), m.end() - 1) for m in compiled.finditer(_all_code_points()))
-
-
-def _unicode_property(body: str) -> C.CharSet | str:
-    """The set for `\\p{body}`, or an error message."""
-    if "=" in body:
-        name, _, value = body.partition("=")
-        if name in ("General_Category", "gc"):
-            gc = _GC_LONG.get(value, value)
-            if gc in _GC_ALL:
-                return _general_category(gc)
-            return f"unknown General_Category value {value!r}"
-        if name in ("Script", "sc", "Script_Extensions", "scx"):
-            if not _re.fullmatch(r"[A-Za-z][A-Za-z_]*", value):
-                return f"invalid script name {value!r}"
-            key = "Script" if name in ("Script", "sc") else "Script_Extensions"
-            cs = _property_via_regex_module(f"{key}={value}")
-            if cs is None:
-                return f"unsupported Unicode property \\p{{{body}}} (unknown script, or the 'regex' package is missing)"
-            return cs
-        return f"unsupported Unicode property name {name!r}"
-    gc = _GC_LONG.get(body, body)
-    if gc in _GC_ALL:
-        return _general_category(gc)
-    if body == "Any":
-        return C.ANY_CHAR
-    if body == "ASCII":
-        return ((0, 0x7F),)
-    if body == "Assigned":
-        return C.complement(_general_category("Cn"))
-    long = _BINARY_ALIASES.get(body, body)
-    if long in _BINARY_PROPERTIES:
-        cs = _property_via_regex_module(long)
-        if cs is None:
-            return f"unsupported Unicode property \\p{{{body}}} (needs the 'regex' package)"
-        return cs
-    return f"unsupported Unicode property \\p{{{body}}}"
-
-
-# ---------------------------------------------------------------- parser
-
 _MAX_DEPTH = 100
 
 
@@ -283,7 +39,7 @@ class _Parser:
             self.leading_flags()
 
     def chars(self, cs: C.CharSet) -> "Chars":
-        return Chars(_case_closed(cs) if self.ignore_case else cs)
+        return Chars(case_closed(cs) if self.ignore_case else cs)
 
     def leading_flags(self) -> None:
         """Python's global inline flags at the start of a pattern: `(?i)`, `(?s)`, `(?is)`."""
@@ -395,7 +151,7 @@ class _Parser:
         if c == ".":
             self.i += 1
             if self.python:
-                return Chars(C.ANY_CHAR if self.dotall else _PY_DOT)
+                return Chars(C.ANY_CHAR if self.dotall else PYTHON_DOT)
             return Chars(DOT)
         if c == "(":
             return self.parse_group()
@@ -541,8 +297,8 @@ class _Parser:
             raise self.error("pattern ends with a lone backslash", pos)
         c = self.p[self.i + 1]
         self.i += 2
-        if c in _CLASS_ESCAPES:
-            return "set", (_python_class(c) if self.python else _CLASS_ESCAPES[c])
+        if c in CLASS_ESCAPES:
+            return "set", (python_class(c) if self.python else CLASS_ESCAPES[c])
         if c in _CONTROL_ESCAPES:
             return "char", _CONTROL_ESCAPES[c]
         if c == "b":
@@ -581,7 +337,7 @@ class _Parser:
                 raise self.error(f"missing '}}' for '\\{c}{{'", pos)
             body = self.p[self.i + 1 : close]
             self.i = close + 1
-            result = _unicode_property(body)
+            result = unicode_property(body)
             if isinstance(result, str):
                 raise self.error(result, pos)
             return "set", (C.complement(result) if c == "P" else result)
@@ -635,56 +391,6 @@ def parse_regex(pattern: str, flavor: str = "ecma", flags: str = "") -> RegexNod
     return _Parser(pattern, flavor, flags).parse()
 
 
-_PY_DOT: C.CharSet = C.complement(C.charset([(0x0A, 0x0A)]))
-
-
-@lru_cache(maxsize=None)
-def _python_class(letter: str) -> C.CharSet:
-    """`\\d \\w \\s` (and their complements) as Python's `re` defines them for str patterns."""
-    test = {"d": str.isdecimal, "w": lambda ch: ch.isalnum() or ch == "_", "s": str.isspace}[letter.lower()]
-    cps = [cp for cp in range(C.MAX_CODE_POINT + 1) if not 0xD800 <= cp <= 0xDFFF and test(chr(cp))]
-    cs = C.charset(_runs(cps))
-    return C.complement(cs) if letter.isupper() else cs
-
-
-def _runs(cps: list[int]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for cp in cps:
-        if out and out[-1][1] == cp - 1:
-            out[-1] = (out[-1][0], cp)
-        else:
-            out.append((cp, cp))
-    return out
-
-
-@lru_cache(maxsize=1)
-def _case_classes() -> dict[int, tuple[int, ...]]:
-    """Code point -> every code point that matches it case-insensitively. Characters are
-    equivalent when their upper-then-lower forms agree, which also pairs the Kelvin sign
-    with k and long s with s, as Python's `re.IGNORECASE` does."""
-    groups: dict[str, list[int]] = {}
-    for cp in range(0x20000):
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
-        ch = chr(cp)
-        up = ch.upper()
-        key = up.lower() if len(up) == 1 else ch.lower()
-        if len(key) == 1 and key != ch or ch.upper() != ch or ch.lower() != ch:
-            groups.setdefault(key, []).append(cp)
-    return {cp: tuple(members) for members in groups.values() if len(members) > 1 for cp in members}
-
-
-@lru_cache(maxsize=4096)
-def _case_closed(cs: C.CharSet) -> C.CharSet:
-    """The set with every character's other cases added (the `i` flag)."""
-    classes = _case_classes()
-    extra: list[int] = []
-    for lo, hi in cs:
-        for cp in range(lo, min(hi, 0x1FFFF) + 1):
-            extra.extend(classes.get(cp, ()))
-    return C.union(cs, C.charset(_runs(sorted(set(extra))))) if extra else cs
-
-
 def _strip_verbose(pattern: str) -> str:
     """Python's `x` flag: drop unescaped whitespace and `#` comments outside classes."""
     out: list[str] = []
@@ -709,112 +415,3 @@ def _strip_verbose(pattern: str) -> str:
         out.append(c)
         i += 1
     return "".join(out)
-
-
-# ---------------------------------------------------------------- lowering
-
-_Branches = dict  # (anchored_start, anchored_end) -> list of part lists
-
-
-def _lower(node: RegexNode, char_ir: Callable[[C.CharSet], ir.Node], at_start: bool, at_end: bool, pattern: str):
-    """Lower `node` into {(anchored_start, anchored_end): [parts, ...]}: each value lists
-    alternatives (each a list of IR parts to concatenate) by how they are anchored.
-    Anchors are legal only where at_start/at_end say the node is at the edge."""
-    if isinstance(node, Chars):
-        return {(False, False): [[char_ir(node.cs)]]}
-    if isinstance(node, Anchor):
-        if node.kind == "^":
-            if not at_start:
-                raise RegexError(
-                    "'^' is only supported at the start of the pattern (or of a branch or group there)",
-                    pattern,
-                    node.position,
-                )
-            return {(True, False): [[]]}
-        if not at_end:
-            raise RegexError(
-                "'$' is only supported at the end of the pattern (or of a branch or group there)",
-                pattern,
-                node.position,
-            )
-        return {(False, True): [[]]}
-    if isinstance(node, Alternation):
-        out: _Branches = {}
-        for item in node.items:
-            for key, alts in _lower(item, char_ir, at_start, at_end, pattern).items():
-                out.setdefault(key, []).extend(alts)
-        return out
-    if isinstance(node, Quantified):
-        inner = _lower(node.item, char_ir, False, False, pattern)
-        body = _join(inner[(False, False)])
-        return {(False, False): [[ir.rep(body, node.min, node.max)]]}
-    if isinstance(node, Sequence):
-        acc: _Branches = {(False, False): [[]]}
-        last = len(node.items) - 1
-        for k, item in enumerate(node.items):
-            sub = _lower(item, char_ir, at_start and k == 0, at_end and k == last, pattern)
-            if len(sub) == 1 and len(acc) == 1:
-                (skey, salts), = sub.items()
-                (akey, aalts), = acc.items()
-                part = _join(salts)
-                key = (akey[0] or skey[0], akey[1] or skey[1])
-                if len(aalts) == 1:
-                    aalts[0].append(part)
-                    acc = {key: aalts}
-                else:
-                    acc = {key: [[_join(aalts), part]]}
-                continue
-            new: _Branches = {}
-            for akey, aalts in acc.items():
-                left = _join(aalts)
-                for skey, salts in sub.items():
-                    key = (akey[0] or skey[0], akey[1] or skey[1])
-                    new.setdefault(key, []).append([left, _join(salts)])
-            acc = new
-        return acc
-    raise TypeError(f"not a regex AST node: {node!r}")
-
-
-def _join(alternatives: list[list[ir.Node]]) -> ir.Node:
-    return ir.alt(*(ir.seq(*parts) for parts in alternatives))
-
-
-def _json_char(cs: C.CharSet) -> ir.Node:
-    return C.json_char_ir(cs)
-
-
-@lru_cache(maxsize=1024)
-def regex_ir(
-    pattern: str, *, encoding: str = "utf8", search: bool = False, flavor: str = "ecma", flags: str = ""
-) -> ir.Node:
-    """Lower an ECMA-262 regex to the byte IR.
-
-    encoding="utf8": the IR matches the UTF-8 bytes of the strings the regex matches.
-    encoding="json": the IR matches the JSON string bodies (between the quotes, any
-    valid escaping) whose decoded value the regex matches.
-    search=False: the whole string must match (`^`/`$` at the ends are redundant).
-    search=True: JSON Schema `pattern` semantics, a match anywhere: every branch not
-    anchored by `^` may be preceded, and every branch not anchored by `$` followed,
-    by any characters (newlines included).
-    """
-    if encoding == "utf8":
-        char_ir: Callable[[C.CharSet], ir.Node] = C.utf8_ir
-    elif encoding == "json":
-        char_ir = _json_char
-    else:
-        raise ValueError(f"unknown encoding {encoding!r} (expected 'utf8' or 'json')")
-    ast = parse_regex(pattern, flavor, flags)
-    branches = _lower(ast, char_ir, True, True, pattern)
-    if not search:
-        return _join([parts for alts in branches.values() for parts in alts])
-    anything = ir.rep(char_ir(C.ANY_CHAR), 0, None)
-    out = []
-    for (anchored_start, anchored_end), alts in branches.items():
-        out.append(
-            ir.seq(
-                ir.EMPTY if anchored_start else anything,
-                _join(alts),
-                ir.EMPTY if anchored_end else anything,
-            )
-        )
-    return ir.alt(*out)
