@@ -17,6 +17,8 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -46,6 +48,7 @@ DEFAULT_CACHE_BYTES = min(4 << 30, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_P
 
 _cache: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
 _evicted_in_use: "weakref.WeakSet[CompiledGrammar]" = weakref.WeakSet()  # dropped, still held by requests
+_building: dict[tuple, Future] = {}  # compiles under way, by key: a second request for one waits
 _cache_lock = threading.Lock()
 _cache_stats = {"hits": 0, "misses": 0, "evictions": 0}
 _cache_budget = {"bytes": DEFAULT_CACHE_BYTES}
@@ -115,23 +118,67 @@ def cancelled_by(event: threading.Event) -> Iterator[None]:
 
 
 def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar:
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit is not None and not hit.exhausted:
-            _cache.move_to_end(key)
+    """The cached grammar of `key`, else `build()`'s, cached. A compile of `key` already
+    under way in another thread is waited for rather than run twice (and counts as a
+    hit); if that compile was cancelled (its client left), this one compiles instead."""
+    while True:
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None and not hit.exhausted:
+                _cache.move_to_end(key)
+                _cache_stats["hits"] += 1
+                _evict_locked(keep=key)
+                return hit
+            under_way = _building.get(key)
+            if under_way is None:
+                _building[key] = under_way = Future()
+                _cache_stats["misses"] += 1
+                break
+        try:
+            grammar = _wait_for(under_way)
+        except CompileCancelledError:
+            if _cancelled():
+                raise
+            continue  # the other compile's client left, not ours
+        with _cache_lock:
             _cache_stats["hits"] += 1
-            _evict_locked(keep=key)
-            return hit
-        _cache_stats["misses"] += 1
-    grammar = build()
+        return grammar
+    return _build_and_cache(key, build, under_way)
+
+
+def _build_and_cache(key: tuple, build: Callable[[], CompiledGrammar], under_way: Future) -> CompiledGrammar:
+    try:
+        grammar = build()
+    except BaseException as err:
+        with _cache_lock:
+            del _building[key]
+        under_way.set_exception(err)
+        raise
     grammar.stats["cache_key"] = key[:2]
     with _cache_lock:
         replaced = _cache.get(key)
-        if replaced is not None and replaced is not grammar:  # exhausted, or built twice at once
+        if replaced is not None and replaced is not grammar:  # an exhausted one
             _evicted_in_use.add(replaced)
         _cache[key] = grammar
+        del _building[key]
         _evict_locked(keep=key)
+    under_way.set_result(grammar)
     return grammar
+
+
+def _wait_for(under_way: Future) -> CompiledGrammar:
+    """Another thread's compile's result, unless this thread's compile is cancelled first."""
+    while True:
+        try:
+            return under_way.result(timeout=compile_workers.CANCEL_CHECK_S)
+        except FutureTimeout:
+            if _cancelled():
+                raise CompileCancelledError("the client disconnected while its grammar compiled") from None
+
+
+def _cancelled() -> bool:
+    event = getattr(_cancel, "event", None)
+    return event is not None and event.is_set()
 
 
 def _cache_bytes_locked() -> int:

@@ -87,3 +87,24 @@ def test_a_grammar_forgets_its_oldest_masks_past_its_cap(smollm2_vocab, smollm2_
 def test_a_budget_must_be_bytes():
     with pytest.raises(structgen.StructgenError):
         compiler.set_cache_bytes(-1)
+
+
+def test_a_grammar_compiled_by_several_requests_at_once_is_compiled_once(smollm2_vocab, small_budget):
+    import threading
+
+    big = {"enum": [f"value number {i}" for i in range(4000)]}  # a compile of a few hundred ms
+    start, results = threading.Barrier(4), []
+
+    def compile_it():
+        start.wait()
+        results.append(structgen.compile_json_schema(big, smollm2_vocab))
+
+    before = structgen.cache_info()
+    threads = [threading.Thread(target=compile_it) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    after = structgen.cache_info()
+    assert len(results) == 4 and all(grammar is results[0] for grammar in results)
+    assert after["misses"] - before["misses"] == 1 and after["hits"] - before["hits"] == 3

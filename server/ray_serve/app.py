@@ -18,7 +18,7 @@ from ray.serve.config import RequestRouterConfig
 from server.launch import ServeOptions, options_from
 from server.ray_serve.ingress import Ingress
 from server.ray_serve.replica import EngineReplica
-from server.ray_serve.router import DEFAULT_IMBALANCE, GrammarAffinityRouter
+from server.ray_serve.router import DEFAULT_LOAD_FACTOR, GrammarAffinityRouter
 
 ROUTERS = ("grammar", "power_of_two")  # ours, or Ray's default (for comparison)
 
@@ -34,11 +34,13 @@ class ScaleOut:
     target_ongoing_requests: int = 16
     drain_seconds: float = 30.0  # on shutdown, how long in-flight requests may finish
     router: str = "grammar"
-    imbalance: int = DEFAULT_IMBALANCE  # see router.py
+    load_factor: float = DEFAULT_LOAD_FACTOR  # see router.py
 
     def __post_init__(self):
         if self.router not in ROUTERS:
             raise ValueError(f"router must be one of {ROUTERS}, not {self.router!r}")
+        if self.load_factor < 1:
+            raise ValueError(f"load_factor must be at least 1, not {self.load_factor}")
         if self.min_replicas is not None and self.max_replicas is not None and self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas ({self.min_replicas}) exceeds max_replicas ({self.max_replicas})")
 
@@ -59,7 +61,7 @@ class ScaleOut:
 
 def application(options: ServeOptions, scale: ScaleOut) -> Application:
     router = RequestRouterConfig(request_router_class=GrammarAffinityRouter,
-                                 request_router_kwargs={"imbalance": scale.imbalance}) \
+                                 request_router_kwargs={"load_factor": scale.load_factor}) \
         if scale.router == "grammar" else RequestRouterConfig()
     engines = serve.deployment(EngineReplica, name="EngineReplica").options(
         ray_actor_options={"num_cpus": scale.replica_cpus, "num_gpus": scale.replica_gpus},

@@ -38,7 +38,7 @@ from server.guard import Guard
 from server.launch import ServeOptions
 from server.ray_serve.forwarding import Accepted, Body, ForwardedRequest, Start
 from server.ray_serve.metrics import ScaleOutMetrics
-from server.ray_serve.routes import BY_LOAD, Route, route_for
+from server.ray_serve.routes import Route, route_for
 
 REPLICA_FAILURES = (RayActorError, WorkerCrashedError, NodeDiedError, ReplicaUnavailableError,
                     DeploymentUnavailableError)
@@ -94,8 +94,7 @@ class Ingress:
                 scope, receive, send)
             return
         try:
-            self.metrics.served(answer.replica, route.by if route.preferred == answer.replica else BY_LOAD,
-                                answer.header(GRAMMAR_CACHE_HEADER))
+            self.metrics.served(answer.replica, route.served_by(answer.replica), answer.header(GRAMMAR_CACHE_HEADER))
             await send({"type": "http.response.start", "status": answer.start.status,
                         "headers": answer.start.headers})
             await self._relay_body(answer, send)

@@ -19,7 +19,7 @@ class ScaleOutMetrics:
         self.requests = Counter("structgen_requests", "HTTP requests by endpoint and status",
                                 ["endpoint", "status"], registry=r)
         self.routed = Counter("structgen_replica_requests", "requests each replica served, by how they were "
-                              "routed: grammar or prefix affinity, or load", ["replica", "routed_by"], registry=r)
+                              "routed: grammar or prefix affinity, spilled from a busy replica, or load", ["replica", "routed_by"], registry=r)
         self.grammar_cache = Counter("structgen_replica_grammar_cache", "grammar cache lookups of each replica's "
                                      "requests, by result (hit or miss)", ["replica", "result"], registry=r)
         self.retries = Counter("structgen_replica_retries", "requests sent again after their replica failed "
@@ -57,6 +57,6 @@ class _Shares:
         for replica, counts in list(self.routed_by.items()):
             total = sum(counts.values())
             if total:
-                affinity.add_metric([replica], (total - counts["load"]) / total)
+                affinity.add_metric([replica], (counts["grammar"] + counts["prefix"]) / total)
         yield hit_rate
         yield affinity

@@ -1,14 +1,18 @@
 """The replica router: Ray Serve's `RequestRouter` API, choosing an engine replica for
 each request by its `Route` (routes.py).
 
-A keyed request goes to the replica that rendezvous hashing ranks first for its key:
-each replica scores hash(key, replica) and the highest wins, so a key stays on its
-replica while replicas come and go, and only the keys of a replica that left move.
-When that replica has `imbalance` or more requests in flight beyond the least busy
-one, the request goes by load instead: a warm grammar is worth a compile (tens of
-milliseconds) but not a long queue. Unkeyed requests go by load. The ranks handed to
-Ray put the preferred replica first and the rest in rendezvous order; Ray then sends
-to the first rank with room (`max_ongoing_requests`).
+Consistent hashing with bounded loads, over rendezvous hashing:
+- each replica scores hash(key, replica), and the replicas are ranked by score, so a
+  key keeps its ranking while replicas come and go (only the keys of a replica that
+  left move);
+- a keyed request goes to the first replica in its ranking whose requests in flight,
+  this one included, stay within `load_factor` times the mean (rounded up). A popular
+  grammar therefore spills to its second replica, always the same one, which compiles
+  it once and then holds it warm too; no replica queues far beyond the others.
+
+Unkeyed requests go by load. The ranks handed to Ray put the chosen replica first and
+the rest in ranking order; Ray then sends to the first rank with room
+(`max_ongoing_requests`).
 
 Runs inside the ingress's process (Ray runs a handle's router where the handle is).
 Owns the choice only; the keys are routes.py's and the forwarding is ingress.py's.
@@ -17,6 +21,7 @@ Owns the choice only; the keys are routes.py's and the forwarding is ingress.py'
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from typing import List, Optional
 
@@ -24,12 +29,12 @@ from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, R
 
 from server.ray_serve.routes import Route
 
-DEFAULT_IMBALANCE = 8  # requests in flight beyond the least busy replica before load wins
+DEFAULT_LOAD_FACTOR = 1.25  # how far above the mean load a replica may go for affinity
 
 
 class GrammarAffinityRouter(RequestRouter):
-    def initialize_state(self, imbalance: int = DEFAULT_IMBALANCE, **_: object) -> None:
-        self.imbalance = imbalance
+    def initialize_state(self, load_factor: float = DEFAULT_LOAD_FACTOR, **_: object) -> None:
+        self.load_factor = load_factor
         self.in_flight: Counter[str] = Counter()  # replica -> requests this router sent, not yet done
 
     async def choose_replicas(self, candidate_replicas: List[RunningReplica],
@@ -40,13 +45,11 @@ class GrammarAffinityRouter(RequestRouter):
         if route.key is None or len(candidates) == 1:
             return [candidates]
         ranked = sorted(candidates, key=lambda r: rendezvous_score(route.key, name_of(r.replica_id)), reverse=True)
-        first = name_of(ranked[0].replica_id)
-        least_busy = min(self.in_flight[name_of(r.replica_id)] for r in candidates)
-        if self.in_flight[first] - least_busy >= self.imbalance:
-            route.preferred = None
-            return [candidates]
-        route.preferred = first
-        return [ranked[:1], ranked[1:]]
+        loads = [self.in_flight[name_of(r.replica_id)] for r in ranked]
+        cap = math.ceil((sum(loads) + 1) / len(ranked) * self.load_factor)
+        rank = next((i for i, load in enumerate(loads) if load + 1 <= cap), 0)
+        route.preferred, route.rank = name_of(ranked[rank].replica_id), rank
+        return [ranked[rank:rank + 1], ranked[:rank] + ranked[rank + 1:]]
 
     def on_send_request(self, replica_id: ReplicaID) -> None:
         super().on_send_request(replica_id)
