@@ -14,7 +14,7 @@ Three parts, each with servers it starts and stops itself:
 - chaos: 64 clients against 2 replicas; one replica's process is killed mid-run. Every
   request must complete or get a clear error (an error event or an error body): none may
   be lost to a transport error or a hang. Reported: outcomes, retries, and the seconds
-  until Ray has two replicas serving again.
+  until a new replica has served its first request.
 
     python -m benchmarks.scale_out --quick
     python -m benchmarks.scale_out --parts routing --requests 300
@@ -168,10 +168,10 @@ def chaos(args, schemas: list[dict]) -> dict:
             loop = asyncio.create_task(closed_loop(server.url, workload, by_name, None, args.chaos_clients,
                                                    seconds=args.chaos_seconds, timeout_s=args.chaos_timeout))
             await asyncio.sleep(args.chaos_seconds / 3)
-            victims = replica_pids()
-            os.kill(victims[0], signal.SIGKILL)
+            before = served_replicas(httpx.get(server.url + "/metrics", timeout=30).text)
+            os.kill(replica_pids()[0], signal.SIGKILL)
             killed_at = time.perf_counter()
-            back_after = await replica_back(victims[0], killed_at)
+            back_after = await replica_back(server.url, killed_at, before)
             records, wall = await loop
             return records, wall, back_after
 
@@ -198,14 +198,19 @@ def replica_pids() -> list[int]:
     return sorted(int(pid) for pid in found)
 
 
-async def replica_back(killed: int, killed_at: float, limit_s: float = 180.0) -> float | None:
-    """Seconds until a new replica process (not the killed one) has joined the other."""
-    while time.perf_counter() - killed_at < limit_s:
-        pids = [pid for pid in replica_pids() if pid != killed]
-        if len(pids) >= 2:
-            return time.perf_counter() - killed_at
-        await asyncio.sleep(0.5)
+async def replica_back(url: str, killed_at: float, before: set[str], limit_s: float = 180.0) -> float | None:
+    """Seconds until a replica that was not there before the kill has served a request."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        while time.perf_counter() - killed_at < limit_s:
+            if served_replicas((await client.get(url + "/metrics")).text) - before:
+                return time.perf_counter() - killed_at
+            await asyncio.sleep(0.5)
     return None
+
+
+def served_replicas(metrics_text: str) -> set[str]:
+    return {line.split('replica="', 1)[1].split('"', 1)[0] for line in metrics_text.splitlines()
+            if line.startswith("structgen_replica_requests_total{")}
 
 
 def metric(url: str, name: str) -> float:
