@@ -524,7 +524,7 @@ def _serve_replicated(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as e:
         if e.name != "ray" and not (e.name or "").startswith("ray."):
             raise
-        raise UsageError("--replicas and --ray-address need Ray Serve: pip install 'structgen[scale]'") from None
+        raise UsageError("--replicas and --ray-address need Ray Serve: pip install -e '.[scale]' in structgen's checkout") from None
     try:
         scale = ScaleOut.from_mapping(vars(args))
     except ValueError as e:
