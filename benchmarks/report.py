@@ -56,6 +56,7 @@ FIGURES: dict[str, dict[str, str]] = {
     "isolation": {},
     "fuzz": {},
     "soak": {"soak-memory.png": "Server memory during the soak (32 clients, cached, fresh and hostile schemas)"},
+    "scale-out": {},
 }
 
 # The sections of RESULTS.md, in order: suite -> heading. README's headlines link to them,
@@ -71,6 +72,7 @@ TITLES: dict[str, str] = {
     "isolation": "Compiles beside decoding",
     "fuzz": "Hostile input (fuzz)",
     "soak": "Soak",
+    "scale-out": "Scale-out on Ray Serve",
 }
 
 # MaskBench rows that README's headline leaves to RESULTS.md: structgen's other settings.
@@ -709,6 +711,51 @@ def soak_summary(r: dict) -> str:
             f"{len(r['problems'])} other problems; {memory}.")
 
 
+def render_scale_out(results_dir: Path) -> list[str]:
+    data = suite_results("scale-out", results_dir)
+    if data is None:
+        return []
+    settings = data["settings"]
+    parts = [f"SmolLM2-135M-Instruct, {data['machine']['cpu_count']} cores, each server started alone; "
+             f"{settings['max_tokens']} new tokens per request, {settings['schemas']} MaskBench-dev schemas drawn "
+             f"with Zipf exponent {settings['zipf']:g}."]
+    if "overhead" in data:
+        parts.append(scale_out_overhead_table(data["overhead"], settings))
+    if "routing" in data:
+        parts.append(scale_out_routing_table(data["routing"], settings))
+    if "chaos" in data:
+        parts.append(scale_out_chaos(data["chaos"]))
+    parts.append(reproduce("; ".join(data.get("commands", ["python -m benchmarks.scale_out"]))))
+    return parts
+
+
+def scale_out_overhead_table(r: dict, settings: dict) -> str:
+    alone = r["rows"]["one engine"]["tokens_per_s"]
+    rows = [[label, f"{row['tokens_per_s']:.1f}", f"{1e3 * row['ttft_p90_s']:,.0f}",
+             times(row["tokens_per_s"] / alone)] for label, row in r["rows"].items()]
+    caption = (f"Throughput at {settings['clients']} clients, half of the requests constrained; medians of "
+               f"{settings['runs']} passes of {settings['requests']} requests after a warm-up:")
+    return caption + "\n\n" + table(["deployment", "output tok/s", "TTFT p90 (ms)", "vs one engine"], rows)
+
+
+def scale_out_routing_table(r: dict, settings: dict) -> str:
+    rows = [[router, f"{100 * row['hit_rate']:.1f}%", f"{100 * row['repeat_hit_rate']:.1f}%",
+             f"{1e3 * row['ttft_p50_s']:,.0f}", f"{1e3 * row['ttft_p90_s']:,.0f}"] for router, row in r["rows"].items()]
+    caption = (f"Routing, 2 replicas from cold caches, {settings['requests']} constrained requests at "
+               f"{settings['clients']} clients (repeats: requests for a schema the cluster was sent before):")
+    return caption + "\n\n" + table(["router", "grammar cache hits", "hits on repeats", "TTFT p50 (ms)",
+                                      "TTFT p90 (ms)"], rows)
+
+
+def scale_out_chaos(r: dict) -> str:
+    outcomes = ", ".join(f"{count} {outcome}" for outcome, count in sorted(r["outcomes"].items()))
+    back = "never" if r["replica_back_after_s"] is None else f"after {r['replica_back_after_s']:.0f} s"
+    return (f"Chaos: one of 2 replicas killed a third into {r['wall_s']:.0f} s of {r['clients']} clients: "
+            f"{r['requests']} requests ({outcomes}); {r['clear_errors']} ended with a clear error, {r['lost']} lost; "
+            f"{r['retried']:.0f} retried on the other replica, {r['streams_cut']:.0f} streams cut with an error "
+            f"event; a new replica served {back}.")
+
+
 # -- headlines (README.md) ---------------------------------------------------------------
 
 
@@ -846,7 +893,8 @@ def headline_startup(results_dir: Path) -> list[str]:
 
 RENDERERS = {"masks": render_masks, "cfg": render_cfg, "engine": render_engine,
              "engine-gpu": render_engine_gpu, "constrained": render_constrained, "serve": render_serve,
-             "startup": render_startup, "isolation": render_isolation, "fuzz": render_fuzz, "soak": render_soak}
+             "startup": render_startup, "isolation": render_isolation, "fuzz": render_fuzz, "soak": render_soak,
+             "scale-out": render_scale_out}
 HEADLINES = {"masks": headline_masks, "cfg": headline_cfg, "engine": headline_engine,
              "engine-gpu": headline_engine_gpu, "constrained": headline_constrained, "serve": headline_serve,
              "startup": headline_startup}

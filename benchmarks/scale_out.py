@@ -3,9 +3,11 @@
 `structgen serve` alone on the same machine and the same seeded workload.
 
 Three parts, each with servers it starts and stops itself:
-- overhead: one engine, then Ray Serve with 1 and with 2 replicas, under the same
-  closed-loop load; throughput and TTFT, medians of `--runs` passes after a warm-up.
-  The per-replica overhead is 1 - (Ray, 1 replica) / (one engine).
+- overhead: one engine, then Ray Serve with 1 replica given every core (as the one
+  engine has them: a replica's torch threads are its reserved CPUs) and with 2 replicas
+  sharing them, under the same closed-loop load; throughput and TTFT, medians of
+  `--runs` passes after a warm-up. The per-replica overhead is 1 - (Ray, 1 replica) /
+  (one engine).
 - routing: 40 maskbench-dev schemas requested with a Zipf distribution, against 2
   replicas under the grammar-affinity router and under Ray's power-of-two router, each
   from cold caches. Reported: the grammar cache hit rate over all requests, and over
@@ -107,7 +109,7 @@ def started(server_args: str):
 def overhead(args, schemas: list[dict]) -> dict:
     by_name = {s["name"]: s["schema"] for s in schemas}
     rows = {}
-    for label, server_args in (("one engine", ""), ("ray, 1 replica", "--replicas 1 --drain-seconds 5"),
+    for label, server_args in (("one engine", ""), ("ray, 1 replica", "--replicas 1 --replica-cpus 2 --drain-seconds 5"),
                                ("ray, 2 replicas", "--replicas 2 --drain-seconds 5")):
         with started(f"{server_args} --compile-workers 1") as server:
             warm = ZipfWorkload(schemas, args, seed=1, constrained_share=0.5)
@@ -133,7 +135,8 @@ def routing(args, schemas: list[dict]) -> dict:
         with started(f"--replicas 2 --router {router} --compile-workers 1 --drain-seconds 5") as server:
             workload = ZipfWorkload(schemas, args, seed=7)
             records, wall = asyncio.run(closed_loop(server.url, workload, by_name, args.requests, args.clients))
-        rows[router] = {**throughput(records, wall), **hit_rates(records)}
+            routed_by = routed_counts(httpx.get(server.url + "/metrics", timeout=30).text)
+        rows[router] = {**throughput(records, wall), **hit_rates(records), "routed_by": routed_by}
         row = rows[router]
         print(f"router {router:12} hit rate {row['hit_rate']:.1%} (repeats {row['repeat_hit_rate']:.1%}), "
               f"TTFT p50 {row['ttft_p50_s'] * 1e3:.0f} ms p90 {row['ttft_p90_s'] * 1e3:.0f} ms", flush=True)
@@ -206,6 +209,16 @@ async def replica_back(url: str, killed_at: float, before: set[str], limit_s: fl
                 return time.perf_counter() - killed_at
             await asyncio.sleep(0.5)
     return None
+
+
+def routed_counts(metrics_text: str) -> dict[str, int]:
+    """Requests by how the router sent them (grammar, prefix, spill, load), all replicas."""
+    counts: dict[str, int] = {}
+    for line in metrics_text.splitlines():
+        if line.startswith("structgen_replica_requests_total{"):
+            how = line.split('routed_by="', 1)[1].split('"', 1)[0]
+            counts[how] = counts.get(how, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return counts
 
 
 def served_replicas(metrics_text: str) -> set[str]:

@@ -6,13 +6,14 @@ Consistent hashing with bounded loads, over rendezvous hashing:
   key keeps its ranking while replicas come and go (only the keys of a replica that
   left move);
 - a keyed request goes to the first replica in its ranking whose requests in flight
-  are within `load_factor` times the least busy replica's, and at most one more when
-  that rounds to nothing. A popular grammar therefore spills to its second replica,
-  always the same one, which compiles it once and then holds it warm too.
+  are within `load_factor` times the least busy replica's, or `MIN_SLACK` more when
+  that is less. A popular grammar therefore spills to its second replica, always the
+  same one, which compiles it once and then holds it warm too.
 
-The bound is tight because on a busy engine every request in its batch slows every
-other: measured on 2 replicas at 8 clients, a bound of 1.25x the mean load left TTFT
-p90 40% above Ray's power-of-two router, which always picks the shorter queue.
+The bound weighs a compile against a queue: on a busy engine every request in its
+batch slows every other, so an unbounded affinity queues the popular grammars' replica
+(TTFT p90 well above Ray's power-of-two router), and a bound of one request spills a
+key whenever loads jitter, compiling nearly every repeated grammar on both replicas.
 
 Unkeyed requests go by load. The ranks handed to Ray put the chosen replica first and
 the rest in ranking order; Ray then sends to the first rank with room
@@ -33,7 +34,8 @@ from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, R
 
 from server.ray_serve.routes import Route
 
-DEFAULT_LOAD_FACTOR = 1.25  # how far above the least busy replica one may go for affinity
+DEFAULT_LOAD_FACTOR = 1.5  # how far above the least busy replica one may go for affinity
+MIN_SLACK = 2  # requests in flight beyond the least busy replica that never break affinity
 
 
 class GrammarAffinityRouter(RequestRouter):
@@ -50,7 +52,7 @@ class GrammarAffinityRouter(RequestRouter):
             return [candidates]
         ranked = sorted(candidates, key=lambda r: rendezvous_score(route.key, name_of(r.replica_id)), reverse=True)
         loads = [self.in_flight[name_of(r.replica_id)] for r in ranked]
-        bound = min(loads) + max(1, math.floor(min(loads) * (self.load_factor - 1)))
+        bound = min(loads) + max(MIN_SLACK, math.floor(min(loads) * (self.load_factor - 1)))
         rank = next(i for i, load in enumerate(loads) if load <= bound)
         route.preferred, route.rank = name_of(ranked[rank].replica_id), rank
         return [ranked[rank:rank + 1], ranked[:rank] + ranked[rank + 1:]]
