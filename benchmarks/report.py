@@ -741,7 +741,8 @@ def scale_out_overhead_table(r: dict, settings: dict) -> str:
 def scale_out_routing_table(r: dict, settings: dict) -> str:
     rows = [[router, f"{100 * row['hit_rate']:.1f}%", f"{100 * row['repeat_hit_rate']:.1f}%",
              f"{1e3 * row['ttft_p50_s']:,.0f}", f"{1e3 * row['ttft_p90_s']:,.0f}"] for router, row in r["rows"].items()]
-    caption = (f"Routing, 2 replicas from cold caches, {settings['requests']} constrained requests at "
+    caption = (f"Routing, 2 replicas from cold caches, {settings.get('requests_routing', settings['requests'])} "
+               f"constrained requests at "
                f"{settings['clients']} clients (repeats: requests for a schema the cluster was sent before):")
     return caption + "\n\n" + table(["router", "grammar cache hits", "hits on repeats", "TTFT p50 (ms)",
                                       "TTFT p90 (ms)"], rows)
