@@ -722,7 +722,10 @@ def render_scale_out(results_dir: Path) -> list[str]:
     if "overhead" in data:
         parts.append(scale_out_overhead_table(data["overhead"], settings))
     if "routing" in data:
-        parts.append(scale_out_routing_table(data["routing"], settings))
+        parts.append(scale_out_routing_table(data["routing"], settings, settings["schema_max_chars"]))
+    if "routing_large_schemas" in data:
+        large = data["routing_large_schemas"]
+        parts.append(scale_out_routing_table(large, settings, large["schema_max_chars"]))
     if "chaos" in data:
         parts.append(scale_out_chaos(data["chaos"]))
     parts.append(reproduce("; ".join(data.get("commands", ["python -m benchmarks.scale_out"]))))
@@ -738,12 +741,12 @@ def scale_out_overhead_table(r: dict, settings: dict) -> str:
     return caption + "\n\n" + table(["deployment", "output tok/s", "TTFT p90 (ms)", "vs one engine"], rows)
 
 
-def scale_out_routing_table(r: dict, settings: dict) -> str:
+def scale_out_routing_table(r: dict, settings: dict, schema_max_chars: int) -> str:
     rows = [[router, f"{100 * row['hit_rate']:.1f}%", f"{100 * row['repeat_hit_rate']:.1f}%",
              f"{1e3 * row['ttft_p50_s']:,.0f}", f"{1e3 * row['ttft_p90_s']:,.0f}"] for router, row in r["rows"].items()]
     caption = (f"Routing, 2 replicas from cold caches, {settings.get('requests_routing', settings['requests'])} "
-               f"constrained requests at "
-               f"{settings['clients']} clients (repeats: requests for a schema the cluster was sent before):")
+               f"constrained requests at {settings['clients']} clients, schemas of at most {schema_max_chars:,} "
+               "characters (repeats: requests for a schema the cluster was sent before):")
     return caption + "\n\n" + table(["router", "grammar cache hits", "hits on repeats", "TTFT p50 (ms)",
                                       "TTFT p90 (ms)"], rows)
 
