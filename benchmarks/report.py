@@ -862,8 +862,25 @@ def headline_serve(results_dir: Path) -> list[str]:
         share = "–" if r["slo_share"] is None else f"{100 * r['slo_share']:.0f}%"
         rows.append([r["level"], r["requests"], r["errors"], p50_ms(r["ttft"]), p50_ms(r["tpot"]),
                      f"{r['output_tok_s']:.1f}", share, f"{r['constrained_valid']} / {r['constrained_invalid']}"])
-    return [intro, table(["level", "requests", "errors", "TTFT p50 (ms)", "TPOT p50 (ms)", "output tok/s",
-                          "within SLO", "JSON valid / invalid"], rows)]
+    parts = [intro, table(["level", "requests", "errors", "TTFT p50 (ms)", "TPOT p50 (ms)", "output tok/s",
+                           "within SLO", "JSON valid / invalid"], rows)]
+    scale_out = suite_results("scale-out", results_dir)
+    if scale_out is not None:
+        parts.append(scale_out_headline(scale_out))
+    return parts
+
+
+def scale_out_headline(data: dict) -> str:
+    """One sentence on `--replicas` (Ray Serve) under the serving table."""
+    said = []
+    if "overhead" in data:
+        said.append(f"one replica serves {data['overhead']['ray_1_replica_vs_one_engine']:.2f}x the tokens/s of "
+                    "one engine alone")
+    if "chaos" in data:
+        chaos = data["chaos"]
+        said.append(f"with one of 2 replicas killed under {chaos['clients']} clients, {chaos['lost']} of "
+                    f"{chaos['requests']} requests were lost")
+    return "On Ray Serve (`structgen serve --replicas N`): " + "; ".join(said) + "."
 
 
 def headline_startup(results_dir: Path) -> list[str]:
@@ -903,7 +920,7 @@ HEADLINES = {"masks": headline_masks, "cfg": headline_cfg, "engine": headline_en
              "engine-gpu": headline_engine_gpu, "constrained": headline_constrained, "serve": headline_serve,
              "startup": headline_startup}
 # Suites whose headline is another suite's: start-up's table also holds the robustness suites.
-SHARED_HEADLINES = {"isolation": "startup", "fuzz": "startup", "soak": "startup"}
+SHARED_HEADLINES = {"isolation": "startup", "fuzz": "startup", "soak": "startup", "scale-out": "serve"}
 
 
 def render(suite: str, results_dir: Path = RESULTS, document: Path = RESULTS_MD) -> str | None:
