@@ -130,7 +130,9 @@ def test_a_killed_replicas_pending_requests_complete_on_the_other(base_url):
 
     responses = asyncio.run(requests_with_a_kill())
     assert [r.status_code for r in responses] == [200] * 6, [r.text[:200] for r in responses]
-    assert len({r.headers["x-structgen-replica"] for r in responses}) == 1
+    # the killed replica answered none: one of the two first replicas served them all,
+    # with the replica Ray started in its place when it came up in time for a retry
+    assert len({r.headers["x-structgen-replica"] for r in responses} & set(by_replica)) == 1
     assert metric(base_url, "structgen_replica_retries_total") >= retries_before + 2  # at least two were pending
     deadline = time.monotonic() + 60
     while len(replica_pids()) < 2:
