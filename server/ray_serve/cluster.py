@@ -40,6 +40,7 @@ def serve_replicated(options: ServeOptions, scale: ScaleOut, *, host: str, port:
 
 
 def _connect(ray, scale: ScaleOut) -> None:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no reports to the network from a server
     quiet = {"log_to_driver": False, "configure_logging": False}
     if scale.ray_address is not None:
         ray.init(address=scale.ray_address, **quiet)
