@@ -503,8 +503,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server.app import create_app
-    from structgen import cache_info, compile_workers, memory, startup
-    from structgen.compiler import prepare, set_cache_bytes, start_workers
+    from structgen import compile_workers, memory, startup
+    from structgen.compiler import evicted_bytes, prepare, set_cache_bytes, start_workers
     from structgen.engine.async_engine import AsyncEngine
     from structgen.engine.config import EngineConfig
     from structgen.engine.engine import Engine
@@ -531,7 +531,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # stall of every stream. Frozen, the collector skips it.
     gc.collect()
     gc.freeze()
-    memory.keep_releasing(lambda: cache_info()["evictions"])
+    memory.keep_releasing(evicted_bytes)
     print(f"structgen serve: {engine.model_name} on http://{args.host}:{args.port}/v1", file=sys.stderr)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)
