@@ -50,7 +50,7 @@ _cache: "OrderedDict[tuple, CompiledGrammar]" = OrderedDict()
 _evicted_in_use: "weakref.WeakSet[CompiledGrammar]" = weakref.WeakSet()  # dropped, still held by requests
 _building: dict[tuple, Future] = {}  # compiles under way, by key: a second request for one waits
 _cache_lock = threading.Lock()
-_cache_stats = {"hits": 0, "misses": 0, "evictions": 0}
+_cache_stats = {"hits": 0, "misses": 0, "evictions": 0, "evicted_bytes": 0}  # bytes: as counted when evicted
 _cache_budget = {"bytes": DEFAULT_CACHE_BYTES}
 
 
@@ -115,6 +115,12 @@ def cancelled_by(event: threading.Event) -> Iterator[None]:
         yield
     finally:
         _cancel.event = previous
+
+
+def evicted_bytes() -> int:
+    """The bytes the cache has evicted so far, as counted when each went (a running
+    total: the server releases freed memory as it grows, `memory.keep_releasing`)."""
+    return _cache_stats["evicted_bytes"]
 
 
 def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar:
@@ -202,6 +208,7 @@ def _evict_locked(keep: tuple | None = None) -> None:
             _evicted_in_use.add(evicted)  # leaves the set when the last request lets it go
             del evicted
             _cache_stats["evictions"] += 1
+            _cache_stats["evicted_bytes"] += size
             if still_held() is None:
                 total -= size
 

@@ -56,6 +56,14 @@ def test_the_least_recently_used_go_first_and_an_evicted_grammar_still_serves(sm
     assert structgen.compile_json_schema(schema(0), smollm2_vocab) is not first
 
 
+def test_the_cache_counts_the_bytes_it_evicts(smollm2_vocab, small_budget):
+    """The running total `memory.keep_releasing` watches in the server."""
+    sizes = [structgen.compile_json_schema(schema(i), smollm2_vocab).nbytes() for i in range(3)]
+    before = compiler.evicted_bytes()
+    structgen.set_cache_bytes(sizes[2])  # the two least recently used go
+    assert compiler.evicted_bytes() == structgen.cache_info()["evicted_bytes"] == before + sizes[0] + sizes[1]
+
+
 def test_an_evicted_grammar_in_use_counts_against_the_budget_until_released(smollm2_vocab, small_budget):
     in_use = structgen.compile_json_schema(schema(1), smollm2_vocab)
     held, in_use_bytes = in_use.matcher(), in_use.nbytes()
