@@ -77,8 +77,8 @@ def start(options: ServeOptions) -> Served:
     """Load the model, build the app and warm what the first request needs; each phase
     is reported with its duration (`structgen.startup`)."""
     from server.app import create_app
-    from structgen import cache_info, memory, startup
-    from structgen.compiler import prepare, set_cache_bytes, start_workers
+    from structgen import memory, startup
+    from structgen.compiler import evicted_bytes, prepare, set_cache_bytes, start_workers
     from structgen.engine.config import EngineConfig
     from structgen.engine.engine import Engine
 
@@ -104,5 +104,5 @@ def start(options: ServeOptions) -> Served:
     # stall of every stream. Frozen, the collector skips it.
     gc.collect()
     gc.freeze()
-    memory.keep_releasing(lambda: cache_info()["evictions"])
+    memory.keep_releasing(evicted_bytes)
     return Served(runner, app)
