@@ -180,7 +180,8 @@ def test_a_client_that_leaves_mid_compile_cancels_it(tmp_path):
     slow = {"type": "string", "pattern": "^(" + "|".join(words) + ")$"}
     body = {"max_tokens": 4, "messages": [{"role": "user", "content": "Pick."}],
             "response_format": {"type": "json_schema", "json_schema": {"name": "e", "schema": slow}}}
-    with serve_process(tmp_path / "serve.log", 300) as url:
+    with serve_process(tmp_path / "serve.log", 300) as server:
+        url = server.url
         left = time.monotonic()
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(url + "/v1/chat/completions", json=body, timeout=httpx.Timeout(30, read=0.5))

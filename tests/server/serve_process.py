@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -22,9 +23,43 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class ServerProcess:
+    url: str  # http://127.0.0.1:PORT
+    pid: int  # the `structgen serve` process; a Ray cluster it started runs under it
+
+    def descendants(self, command_line_part: str) -> list[int]:
+        """The pids of the processes under this server whose command line holds
+        `command_line_part`: its own workers, never another test's."""
+        children: dict[int, list[int]] = {}
+        for status in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                pid, parent = _pid_and_parent(status.read_text())
+            except (OSError, ValueError):
+                continue  # exited while we looked
+            children.setdefault(parent, []).append(pid)
+        found, todo = [], list(children.get(self.pid, []))
+        while todo:
+            pid = todo.pop()
+            todo.extend(children.get(pid, []))
+            try:
+                command_line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if command_line_part in command_line:
+                found.append(pid)
+        return sorted(found)
+
+
+def _pid_and_parent(stat: str) -> tuple[int, int]:
+    """/proc/PID/stat: 'pid (comm) state ppid ...'; comm may hold spaces and parentheses."""
+    fields_after_comm = stat[stat.rindex(")") + 2:].split()
+    return int(stat.split(" ", 1)[0]), int(fields_after_comm[1])
+
+
 @contextmanager
-def serve_process(log: Path, timeout_s: float, args: Sequence[str] = (), **env: str) -> Iterator[str]:
-    """The server's base URL once /health answers; `args`: more `structgen serve` options;
+def serve_process(log: Path, timeout_s: float, args: Sequence[str] = (), **env: str) -> Iterator[ServerProcess]:
+    """The server once /health answers; `args`: more `structgen serve` options;
     `env`: extra environment variables."""
     port = free_port()
     full_env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", **env)
@@ -34,7 +69,7 @@ def serve_process(log: Path, timeout_s: float, args: Sequence[str] = (), **env: 
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_listening(url, proc, log, timeout_s)
-        yield url
+        yield ServerProcess(url, proc.pid)
     finally:
         proc.terminate()
         try:

@@ -23,11 +23,11 @@ def test_a_cold_server_starts_and_answers(tmp_path):
     caches = tmp_path / "caches"
     log = tmp_path / "serve.log"
     with serve_process(log, START_TIMEOUT_S, STRUCTGEN_CACHE_DIR=str(caches / "structgen"),
-                       HF_HOME=str(caches / "hf"), XDG_CACHE_HOME=str(caches / "xdg")) as url:
+                       HF_HOME=str(caches / "hf"), XDG_CACHE_HOME=str(caches / "xdg")) as server:
         body = {"model": "SmolLM2-135M-Instruct", "max_tokens": 60, "temperature": 0.0,
                 "messages": [{"role": "user", "content": "Describe a person."}],
                 "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}}
-        reply = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
+        reply = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
         assert reply.status_code == 200, reply.text
         choice = reply.json()["choices"][0]
         if choice["finish_reason"] == "stop":

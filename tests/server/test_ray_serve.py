@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import time
 
 import httpx
@@ -31,15 +30,20 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
 
 
 @pytest.fixture(scope="module")
-def base_url(tmp_path_factory):
+def server(tmp_path_factory):
     model = tmp_path_factory.mktemp("tiny")
     if not make_tokenized_checkpoint(model):
         pytest.skip("no SmolLM2 tokenizer at hand")
     log = tmp_path_factory.mktemp("ray") / "serve.log"
     args = ["--replicas", "2", "--model", str(model), "--compile-workers", "0", "--drain-seconds", "5",
             "--served-model-name", "tiny"]
-    with serve_process(log, START_TIMEOUT_S, args) as url:
-        yield url
+    with serve_process(log, START_TIMEOUT_S, args) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def base_url(server) -> str:
+    return server.url
 
 
 def numbered_schema(i: int, min_length: int | None = None) -> dict:
@@ -53,9 +57,6 @@ def schema_body(schema: dict, max_tokens: int = 40, **more) -> dict:
             "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}, **more}
 
 
-def replica_pids() -> list[int]:
-    found = subprocess.run(["pgrep", "-f", REPLICA_PROCESS], capture_output=True, text=True).stdout.split()
-    return [int(pid) for pid in found]
 
 
 def metric(base_url: str, name: str, labels: str = "") -> float:
@@ -105,10 +106,11 @@ def test_schemas_spread_over_both_replicas_and_errors_are_openai_bodies(base_url
     assert httpx.get(base_url + "/nowhere", timeout=60).json()["error"]["type"] == "invalid_request_error"
 
 
-def test_a_killed_replicas_pending_requests_complete_on_the_other(base_url):
+def test_a_killed_replicas_pending_requests_complete_on_the_other(server):
     """Three long requests go to each replica (no replica is loaded past the router's
     bound); one replica's process is killed. Every request still answers 200, each from
     the replica left, and Ray starts a new one."""
+    base_url = server.url
     by_replica: dict[str, list[int]] = {}
     for i in range(100, 140):  # long outputs: strings of at least 4,000 characters
         response = httpx.post(base_url + "/v1/chat/completions", json=schema_body(numbered_schema(i, 4000),
@@ -129,7 +131,7 @@ def test_a_killed_replicas_pending_requests_complete_on_the_other(base_url):
                 for i in chosen]
             await asyncio.sleep(2.0)
             assert not any(task.done() for task in pending), "the requests finished before the kill"
-            os.kill(replica_pids()[0], signal.SIGKILL)
+            os.kill(server.descendants(REPLICA_PROCESS)[0], signal.SIGKILL)
             return await asyncio.gather(*pending)
 
     responses = asyncio.run(requests_with_a_kill())
@@ -139,7 +141,7 @@ def test_a_killed_replicas_pending_requests_complete_on_the_other(base_url):
     assert len({r.headers["x-structgen-replica"] for r in responses} & set(by_replica)) == 1
     assert metric(base_url, "structgen_replica_retries_total") >= retries_before + 2  # at least two were pending
     deadline = time.monotonic() + 60
-    while len(replica_pids()) < 2:
+    while len(server.descendants(REPLICA_PROCESS)) < 2:
         assert time.monotonic() < deadline, "Ray did not restart the killed replica within 60 s"
         time.sleep(1)
     assert httpx.get(base_url + "/health", timeout=30).status_code == 200

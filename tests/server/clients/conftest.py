@@ -1,6 +1,6 @@
 """The client suite's server: `structgen serve` started from the checkout as a user
-starts it (the real command, the embedded SmolLM2 model, loopback), once per session,
-and stopped after the last client test. The suite runs twice: against one engine, and
+starts it (the real command, the embedded SmolLM2 model, loopback), once per deployment,
+and stopped after the last client test of this package, so no cluster outlives it. The suite runs twice: against one engine, and
 against two replicas on Ray Serve (`--replicas 2`), where every answer must be the same
 kind of answer."""
 
@@ -21,15 +21,15 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 DEPLOYMENTS = {"one-engine": (), "ray-2-replicas": ("--replicas", "2", "--compile-workers", "1")}
 
 
-@pytest.fixture(scope="session", params=list(DEPLOYMENTS))
+@pytest.fixture(scope="package", params=list(DEPLOYMENTS))
 def base_url(request, tmp_path_factory):
     if DEPLOYMENTS[request.param]:
         pytest.importorskip("ray.serve")
     log = tmp_path_factory.mktemp(request.param) / "serve.log"
-    with serve_process(log, START_TIMEOUT_S, DEPLOYMENTS[request.param]) as url:
-        yield url + "/v1"
+    with serve_process(log, START_TIMEOUT_S, DEPLOYMENTS[request.param]) as server:
+        yield server.url + "/v1"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def model_name(base_url) -> str:
     return httpx.get(base_url + "/models").json()["data"][0]["id"]
