@@ -86,8 +86,6 @@ async def replay(app: Any, request: ForwardedRequest) -> AsyncIterator[Start | B
             task.cancel()
 
 
-
-
 async def _joined(sent: asyncio.Queue) -> AsyncIterator[Start | Body]:
     """The app's messages until it is done, with the body chunks already queued behind
     one joined to it (never waiting for more): a busy replica sends fewer, larger

@@ -1,23 +1,27 @@
 """The replica router: Ray Serve's `RequestRouter` API, choosing an engine replica for
 each request by its `Route` (routes.py).
 
-Consistent hashing with bounded loads, over rendezvous hashing:
+Consistent hashing with bounded loads, over rendezvous hashing, that remembers where
+each key has been served:
 - each replica scores hash(key, replica), and the replicas are ranked by score, so a
   key keeps its ranking while replicas come and go (only the keys of a replica that
   left move);
-- a keyed request goes to the first replica in its ranking whose requests in flight
-  are within `load_factor` times the least busy replica's, or `MIN_SLACK` more when
-  that is less. A popular grammar therefore spills to its second replica, always the
-  same one, which compiles it once and then holds it warm too.
+- a replica that has served a key holds it warm (its compiled grammar and mask tables,
+  or its prompt's KV blocks). A keyed request goes to its least busy warm replica,
+  unless that one has more than `COLD_SLACK` requests in flight beyond the least busy
+  replica's (or twice the load bound's margin, when that is more). Then it goes to the first
+  replica in its ranking within the load bound (`load_factor` times the least busy
+  replica's requests, or `MIN_SLACK` more), which compiles it. The wider bound for a
+  cold replica weighs a compile and cold first masks against a request or two more
+  in a warm replica's batch.
 
-The bound weighs a compile against a queue: on a busy engine every request in its
-batch slows every other, so an unbounded affinity queues the popular grammars' replica
-(TTFT p90 well above Ray's power-of-two router), and a bound of one request spills a
-key whenever loads jitter, compiling nearly every repeated grammar on both replicas.
+A key new to every replica goes to the first replica in its ranking within the bound.
+A popular grammar thus ends up warm on two replicas and balances freely between them;
+a rare one stays on one.
 
 Unkeyed requests go by load. The ranks handed to Ray put the chosen replica first and
 the rest in ranking order; Ray then sends to the first rank with room
-(`max_ongoing_requests`).
+(`max_ongoing_requests`, set far above what an engine admits).
 
 Runs inside the ingress's process (Ray runs a handle's router where the handle is).
 Owns the choice only; the keys are routes.py's and the forwarding is ingress.py's.
@@ -27,21 +31,44 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections import Counter
+from collections import Counter, OrderedDict
 from typing import List, Optional
 
 from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
 
 from server.ray_serve.routes import Route
 
-DEFAULT_LOAD_FACTOR = 1.5  # how far above the least busy replica one may go for affinity
+DEFAULT_LOAD_FACTOR = 1.5  # how far above the least busy replica one may go for a warm replica
 MIN_SLACK = 2  # requests in flight beyond the least busy replica that never break affinity
+COLD_SLACK = 4  # ... that never send a key to a replica that has not served it
+REMEMBERED_KEYS = 65_536  # keys whose warm replicas the router remembers (least recently used go)
+
+
+def choose(ranking: list[str], loads: dict[str, int], warm: set[str], load_factor: float) -> str:
+    """The replica for a key: `ranking` its replicas by rendezvous score, `loads` their
+    requests in flight, `warm` those that have served it."""
+    least = min(loads[r] for r in ranking)
+    bound = least + max(MIN_SLACK, math.floor(least * (load_factor - 1)))
+    warm_ranking = [r for r in ranking if r in warm]
+    if not warm_ranking:
+        return next(r for r in ranking if loads[r] <= bound)
+    best_warm = min(warm_ranking, key=lambda r: loads[r])  # ties: the earlier in the ranking
+    cold_bound = least + max(COLD_SLACK, 2 * math.floor(least * (load_factor - 1)))
+    if loads[best_warm] <= cold_bound:  # (the wider bound: a cold replica compiles the key)
+        return best_warm
+    return next(r for r in ranking if loads[r] <= bound)  # a cold one: the least busy is within
 
 
 class GrammarAffinityRouter(RequestRouter):
+    # A replica answers Ray's queue-length probe from its event loop, which an engine step
+    # on a busy CPU can hold up past Ray's default 0.1 s; a missed probe sends the request
+    # to the next rank, a replica that may not hold its grammar.
+    queue_len_response_deadline_s = 1.0
+
     def initialize_state(self, load_factor: float = DEFAULT_LOAD_FACTOR, **_: object) -> None:
         self.load_factor = load_factor
         self.in_flight: Counter[str] = Counter()  # replica -> requests this router sent, not yet done
+        self.warm: OrderedDict[str, set[str]] = OrderedDict()  # key -> replicas sent it
 
     async def choose_replicas(self, candidate_replicas: List[RunningReplica],
                               pending_request: Optional[PendingRequest] = None) -> List[List[RunningReplica]]:
@@ -51,11 +78,33 @@ class GrammarAffinityRouter(RequestRouter):
         if route.key is None or len(candidates) == 1:
             return [candidates]
         ranked = sorted(candidates, key=lambda r: rendezvous_score(route.key, name_of(r.replica_id)), reverse=True)
-        loads = [self.in_flight[name_of(r.replica_id)] for r in ranked]
-        bound = min(loads) + max(MIN_SLACK, math.floor(min(loads) * (self.load_factor - 1)))
-        rank = next(i for i, load in enumerate(loads) if load <= bound)
-        route.preferred, route.rank = name_of(ranked[rank].replica_id), rank
+        ranking = [name_of(r.replica_id) for r in ranked]
+        warm = self.warm_replicas(route.key)
+        chosen = choose(ranking, {name: self.in_flight[name] for name in ranking}, warm, self.load_factor)
+        route.preferred, route.rank, route.cold = chosen, ranking.index(chosen), bool(warm) and chosen not in warm
+        self.remember(route.key, chosen)
+        rank = route.rank
         return [ranked[rank:rank + 1], ranked[:rank] + ranked[rank + 1:]]
+
+    def warm_replicas(self, key: str) -> set[str]:
+        replicas = self.warm.get(key, set())
+        if replicas:
+            self.warm.move_to_end(key)
+        return replicas
+
+    def remember(self, key: str, replica: str) -> None:
+        self.warm.setdefault(key, set()).add(replica)
+        self.warm.move_to_end(key)
+        while len(self.warm) > REMEMBERED_KEYS:
+            self.warm.popitem(last=False)
+
+    def update_replicas(self, replicas: List[RunningReplica]) -> None:
+        super().update_replicas(replicas)
+        running = {name_of(r.replica_id) for r in replicas}
+        for key in list(self.warm):  # a replica that left takes its caches with it
+            self.warm[key] &= running
+            if not self.warm[key]:
+                del self.warm[key]
 
     def on_send_request(self, replica_id: ReplicaID) -> None:
         super().on_send_request(replica_id)

@@ -27,26 +27,28 @@ COMPLETION_PATHS = {"/v1/chat/completions": ChatCompletionRequest, "/v1/completi
 PREFIX_BYTES = 256
 
 BY_GRAMMAR, BY_PREFIX, BY_LOAD = "grammar", "prefix", "load"
-SPILLED = "spill"  # keyed, but sent to a later replica in its ranking (the first was busy)
+SPILLED = "spill"  # keyed, but sent to a replica that had not served its key (those that had were busy)
 
 
 @dataclass
 class Route:
     """`key`: what the router hashes (None: go by load). The router records the replica
-    it chose and that replica's rank for the key (0: the key's own); the ingress adds
-    replicas that failed this request to `avoid`."""
+    it chose, that replica's rank for the key (0: the key's own), and whether it had
+    not served the key before (`cold`) when others had; the ingress adds replicas that
+    failed this request to `avoid`."""
 
     by: str = BY_LOAD
     key: str | None = None
     preferred: str | None = None
     rank: int = 0
+    cold: bool = False
     avoid: set[str] = field(default_factory=set)
 
     def served_by(self, replica: str) -> str:
         """How the request reached `replica`: by its key, spilled, or by load."""
         if replica != self.preferred:
             return BY_LOAD
-        return self.by if self.rank == 0 else SPILLED
+        return SPILLED if self.cold else self.by
 
 
 def route_for(path: str, body: bytes, disable_additional_properties: bool) -> Route:

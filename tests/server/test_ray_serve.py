@@ -171,3 +171,21 @@ def test_scale_out_options_are_checked_and_passed_to_ray():
         ScaleOut(min_replicas=3, max_replicas=2)
     with pytest.raises(ValueError, match="router"):
         ScaleOut(router="random")
+
+
+def test_a_key_stays_on_its_warm_replica_until_the_wider_cold_bound():
+    from server.ray_serve.router import COLD_SLACK, MIN_SLACK, choose
+
+    ranking = ["a", "b", "c"]  # the key's rendezvous ranking
+    # new to every replica: its first replica within the load bound
+    assert choose(ranking, {"a": 0, "b": 0, "c": 0}, set(), 1.5) == "a"
+    assert choose(ranking, {"a": MIN_SLACK + 1, "b": 0, "c": 0}, set(), 1.5) == "b"
+    # warm on "c" alone: it keeps the key up to COLD_SLACK beyond the least busy, then "a" compiles it
+    assert choose(ranking, {"a": 0, "b": 0, "c": COLD_SLACK}, {"c"}, 1.5) == "c"
+    assert choose(ranking, {"a": 0, "b": 0, "c": COLD_SLACK + 1}, {"c"}, 1.5) == "a"
+    # at larger loads the margins grow with the load factor
+    assert choose(ranking, {"a": 20, "b": 20, "c": 39}, {"c"}, 1.5) == "c"
+    assert choose(ranking, {"a": 20, "b": 20, "c": 41}, {"c"}, 1.5) == "a"
+    # warm on two: the less busy of them, whatever the ranking
+    assert choose(ranking, {"a": 3, "b": 0, "c": 1}, {"a", "c"}, 1.5) == "c"
+    assert choose(ranking, {"a": 1, "b": 0, "c": 1}, {"a", "c"}, 1.5) == "a"
