@@ -28,7 +28,7 @@ import json
 from typing import Any
 
 
-def _pkg_version(dist: str) -> str | None:
+def pkg_version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -65,7 +65,7 @@ class Adapter:
 
     @classmethod
     def version(cls) -> str | None:
-        return _pkg_version(cls.dist)
+        return pkg_version(cls.dist)
 
     @classmethod
     def settings(cls) -> dict[str, Any]:

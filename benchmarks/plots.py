@@ -3,7 +3,7 @@
 Owns: the figures made from benchmarks/results/*.json, one set per suite (masks, cfg,
 engine, engine-gpu, constrained, serve), written beside the JSON as `<suite>-<what>.png`.
 Their file names and captions are listed in report.FIGURES (README.md links them), and
-reading a results file is report.py's job too. Must not measure anything or change a
+reading a results file is the report package's job too (report.results). Must not measure anything or change a
 results file; a missing results file, or one of a shape it does not know, gives no plot
 and no error.
 

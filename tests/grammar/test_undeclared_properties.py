@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 import structgen
-from tests.grammar.test_json_schema_ir import G
+from tests.grammar.schema_checks import G
 from tests.test_properties import random_walk
 
 CITY = {  # as pydantic writes a model: no additionalProperties
