@@ -29,7 +29,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from benchmarks.report import CONSTRAINED_GPU_FILE, FIGURES, read_results, run_label  # noqa: E402
-from benchmarks.suites import RESULTS, SUITES  # noqa: E402
+from benchmarks.catalog import RESULTS, SUITES  # noqa: E402
 
 # One colour per engine family in every figure; a family's variants (structgen-flexible,
 # structgen (gbnf), ...) differ by line style or hatching.

@@ -1,5 +1,5 @@
 """The imports run one way, and modules keep to each other's public names. Walks every
-module of structgen/ and server/ with `ast`, at module level and inside functions, and
+module of structgen/, server/ and benchmarks/ with `ast`, at module level and inside functions, and
 fails on:
 - `structgen.grammar` importing `structgen.automata` or `structgen.engine`;
 - an import of another module's underscore name (dunders such as `__version__` aside);
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.paths import REPO
 
-PACKAGES = ("structgen", "server")
+PACKAGES = ("structgen", "server", "benchmarks")
 # The standard library's underscore names that are its public API:
 STDLIB_PRIVATE = {
     ("os", "_exit"),  # a compile worker whose server is gone exits at once, without cleanup

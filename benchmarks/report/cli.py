@@ -12,7 +12,7 @@ from pathlib import Path
 
 from benchmarks.report.documents import RENDERERS, rendered_parts, stale, update
 from benchmarks.report.layout import MARKED_BLOCK, README_MD, RESULTS_MD, TITLES
-from benchmarks.suites import RESULTS
+from benchmarks.catalog import RESULTS
 
 
 def main(argv: list[str] | None = None) -> int:

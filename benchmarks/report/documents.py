@@ -25,7 +25,7 @@ from benchmarks.report.robustness import render_fuzz, render_isolation, render_s
 from benchmarks.report.scale_out import render_scale_out
 from benchmarks.report.serve import headline_serve, render_serve
 from benchmarks.report.startup import headline_startup, render_startup
-from benchmarks.suites import REPO, RESULTS
+from benchmarks.catalog import REPO, RESULTS
 
 RENDERERS = {"masks": render_masks, "cfg": render_cfg, "engine": render_engine,
              "engine-gpu": render_engine_gpu, "constrained": render_constrained, "serve": render_serve,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from benchmarks.suites import REPO
+from benchmarks.catalog import REPO
 
 README_MD = REPO / "README.md"
 RESULTS_MD = REPO / "benchmarks" / "RESULTS.md"

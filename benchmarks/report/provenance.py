@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 
 from benchmarks.report.results import machine_label, structgen_commit
-from benchmarks.suites import SUITES
+from benchmarks.catalog import SUITES
 
 
 def provenance(data: dict) -> str:

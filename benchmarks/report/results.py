@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks.suites import SUITES
+from benchmarks.catalog import SUITES
 
 CONSTRAINED_GPU_FILE = "constrained_gpu.json"  # constrained.py run on a GPU machine with --out
 
