@@ -13,8 +13,8 @@ from pathlib import Path
 from benchmarks.cfg.harness import Harness, progress
 from benchmarks.cfg.outcomes import summarize_walk, task_record, tstats
 from benchmarks.cfg.sentences import build_sentences
-from benchmarks.masks.printing import fmt
 from benchmarks.masks.provenance import REPO
+from benchmarks.report.formats import us
 
 
 def _grammar_record(h, r, tests, texts) -> dict:
@@ -99,15 +99,15 @@ def print_grammars(s):
     for name, g in s["grammars"].items():
         for label, r in g["engines"].items():
             if "tbm_us" not in r:
-                t = fmt(r["ttfm_us"]["median"]) if "ttfm_us" in r else "–"
+                t = us(r["ttfm_us"]["median"]) if "ttfm_us" in r else "–"
                 print(f"| {name} | {label} | {t} | | {r['status']}: {r.get('error', '')[:90].replace('|', '/')} "
                       f"| | | | | | | |")
                 continue
             a, b = r["tbm_us"], r["mask_us"]
             dis = (r["valid"] - r["valid_ok"]) + (r["invalid"] - r["invalid_ok"])
-            print(f"| {name} | {label} | {fmt(r['ttfm_us']['median'])} | {fmt(r['ttfm_us']['runs'][0])} "
-                  f"| {fmt(a['p50'], 1)} | {fmt(a['p90'], 1)} "
-                  f"| {fmt(a['p99'], 1)} | {fmt(a['max'], 1)} | {fmt(b['p50'], 1)} | {r['valid_ok']}/{r['valid']} "
+            print(f"| {name} | {label} | {us(r['ttfm_us']['median'])} | {us(r['ttfm_us']['runs'][0])} "
+                  f"| {us(a['p50'], 1)} | {us(a['p90'], 1)} "
+                  f"| {us(a['p99'], 1)} | {us(a['max'], 1)} | {us(b['p50'], 1)} | {r['valid_ok']}/{r['valid']} "
                   f"| {r['invalid_ok']}/{r['invalid']} | {dis} |")
     print()
     for name, g in s["grammars"].items():

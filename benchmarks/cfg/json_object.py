@@ -12,7 +12,7 @@ import random
 
 from benchmarks.cfg.harness import Harness, progress
 from benchmarks.cfg.outcomes import summarize_walk, task_record, tstats
-from benchmarks.masks.printing import fmt
+from benchmarks.report.formats import us
 
 
 def section_json_object(h: Harness, files, limit, repeats, no_progress):
@@ -66,14 +66,14 @@ def print_json_object(s):
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in s["rows"]:
         if "tbm_us" not in r:
-            t = fmt(r["ttfm_us"]["median"]) if "ttfm_us" in r else "–"
+            t = us(r["ttfm_us"]["median"]) if "ttfm_us" in r else "–"
             print(f"| {r['label']} | {t} | | {r['status']}: {r.get('error', '')[:80]} | | | | | | | | |")
             continue
         a, b = r["tbm_us"], r["mask_us"]
-        print(f"| {r['label']} | {fmt(r['ttfm_us']['median'])} | {fmt(r['ttfm_us']['runs'][0])} "
-              f"| {fmt(a['p50'], 1)} | {fmt(a['p90'], 1)} "
-              f"| {fmt(a['p99'], 1)} | {fmt(a['max'], 1)} | {fmt(a['avg'], 1)} | {fmt(b['p50'], 1)} "
-              f"| {fmt(b['p99'], 1)} | {r['passed']:,} | {r['failed']:,} |")
+        print(f"| {r['label']} | {us(r['ttfm_us']['median'])} | {us(r['ttfm_us']['runs'][0])} "
+              f"| {us(a['p50'], 1)} | {us(a['p90'], 1)} "
+              f"| {us(a['p99'], 1)} | {us(a['max'], 1)} | {us(a['avg'], 1)} | {us(b['p50'], 1)} "
+              f"| {us(b['p99'], 1)} | {r['passed']:,} | {r['failed']:,} |")
     for r in s["rows"]:
         if r.get("truncated"):
             print(f"\n- {r['label']}: {r['truncated']}")

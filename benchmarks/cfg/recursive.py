@@ -16,7 +16,7 @@ import numpy as np
 from benchmarks.cfg.harness import Harness, progress
 from benchmarks.cfg.outcomes import summarize_walk, tstats
 from benchmarks.masks.percentiles import stats
-from benchmarks.masks.printing import fmt
+from benchmarks.report.formats import us
 
 ANY_JSON_VALUE = "any JSON value"
 TTFM_Q = [50, 90]
@@ -160,9 +160,9 @@ def print_recursive(s):
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for e, r in s["engines"].items():
         a, b, c = r["ttfm_us"], r["tbm_us"], r["mask_us"]
-        print(f"| {e} | {r['compiled']}/{r['schemas']} | {r['compile_errors']} | {r['timeouts']} | {fmt(a['p50'])} "
-              f"| {fmt(a['p90'])} | {fmt(a['max'])} | {fmt(b['p50'], 1)} | {fmt(b['p99'], 1)} | {fmt(c['p50'], 1)} "
-              f"| {fmt(c['p99'], 1)} | {r['passing_schemas']} | {r['instances_passed']}/{r['instances']} "
+        print(f"| {e} | {r['compiled']}/{r['schemas']} | {r['compile_errors']} | {r['timeouts']} | {us(a['p50'])} "
+              f"| {us(a['p90'])} | {us(a['max'])} | {us(b['p50'], 1)} | {us(b['p99'], 1)} | {us(c['p50'], 1)} "
+              f"| {us(c['p99'], 1)} | {r['passing_schemas']} | {r['instances_passed']}/{r['instances']} "
               f"| {r['validation_errors']} | {r['invalidation_errors']} |")
     c = s["common_subset"]
     if len(c["engines"]) > 1:
@@ -173,8 +173,8 @@ def print_recursive(s):
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for e, r in c["engines"].items():
             a, b = r["ttfm_us"], r["tbm_us"]
-            print(f"| {e} | {fmt(a['p50'])} | {fmt(a['p90'])} | {fmt(a['max'])} | {fmt(b['p50'], 1)} "
-                  f"| {fmt(b['p90'], 1)} | {fmt(b['p99'], 1)} | {fmt(b['max'], 1)} |")
+            print(f"| {e} | {us(a['p50'])} | {us(a['p90'])} | {us(a['max'])} | {us(b['p50'], 1)} "
+                  f"| {us(b['p90'], 1)} | {us(b['p99'], 1)} | {us(b['max'], 1)} |")
     for e, r in s["engines"].items():
         lines = []
         for ps in s["schemas"]:

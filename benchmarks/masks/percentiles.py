@@ -2,7 +2,7 @@
 (`stats`), and the log-spaced histogram of per-token times that the plots draw
 (`tbm_histogram`).
 
-Must not format numbers for printing (printing.fmt does).
+Must not format numbers for printing (report.formats.us does).
 """
 
 from __future__ import annotations

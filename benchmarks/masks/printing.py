@@ -1,21 +1,13 @@
 """MaskBench's markdown summary on stdout (`print_report`), and what CFGBench's summary
-shares: the microsecond format (`fmt`) and the machine and versions lines
-(`print_machine`).
+shares: the machine and versions lines (`print_machine`). Microseconds print as the
+result tables print them (`report.formats.us`).
 
 Reads the results file's content only; must not compute figures (aggregate does).
 """
 
 from __future__ import annotations
 
-
-def fmt(x, nd=0):
-    if x is None:
-        return "–"
-    if x >= 100_000:
-        return f"{x:,.0f}"
-    if nd == 0 and x >= 10:
-        return f"{x:,.0f}"
-    return f"{x:,.1f}"
+from benchmarks.report.formats import us
 
 
 def print_machine(m, v):
@@ -63,9 +55,9 @@ def print_report(rep):
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for e, r in rep["engines"].items():
         a, b = r["ttfm_us"], r["tbm_us"]
-        print(f"| {e} | {fmt(a['avg'])} | {fmt(a['p50'])} | {fmt(a['p90'])} | {fmt(a['p99'])} | {fmt(a['max'])} "
-              f"| {fmt(b['avg'], 1)} | {fmt(b['p50'], 1)} | {fmt(b['p90'], 1)} | {fmt(b['p99'], 1)} "
-              f"| {fmt(b['p99.9'], 1)} | {fmt(b['max'], 1)} | {b['n']:,} |")
+        print(f"| {e} | {us(a['avg'])} | {us(a['p50'])} | {us(a['p90'])} | {us(a['p99'])} | {us(a['max'])} "
+              f"| {us(b['avg'], 1)} | {us(b['p50'], 1)} | {us(b['p90'], 1)} | {us(b['p99'], 1)} "
+              f"| {us(b['p99.9'], 1)} | {us(b['max'], 1)} | {b['n']:,} |")
     c = rep["common_subset"]
     if len(c["engines"]) > 1:
         print()
@@ -77,9 +69,9 @@ def print_report(rep):
         for e, r in c["engines"].items():
             a, b = r["ttfm_us"], r["tbm_us"]
             ra, rb = r.get("ttfm_ratio_vs_llguidance_median"), r.get("tbm_avg_ratio_vs_llguidance")
-            print(f"| {e} | {fmt(a['p50'])} | {fmt(a['p90'])} | {fmt(a['max'])} | {fmt(b['avg'], 1)} "
-                  f"| {fmt(b['p50'], 1)} | {fmt(b['p99'], 1)} | {fmt(ra, 1) if ra else '–'} "
-                  f"| {fmt(rb, 1) if rb else '–'} |")
+            print(f"| {e} | {us(a['p50'])} | {us(a['p90'])} | {us(a['max'])} | {us(b['avg'], 1)} "
+                  f"| {us(b['p50'], 1)} | {us(b['p99'], 1)} | {us(ra, 1) if ra else '–'} "
+                  f"| {us(rb, 1) if rb else '–'} |")
     notes = []
     for e, r in rep["engines"].items():
         extra = []

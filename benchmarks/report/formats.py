@@ -11,8 +11,8 @@ import statistics
 
 
 def us(value: float | None, decimals: int = 0) -> str:
-    """Microseconds as MaskBench's summary prints them (benchmarks/masks/printing.py): one
-    decimal below 10 (or when asked for, up to 100,000), thousands separated."""
+    """Microseconds as the tables and MaskBench's summary print them: one decimal below
+    10 (or when asked for, up to 100,000), thousands separated."""
     if value is None:
         return "–"
     if value >= 100_000 or (decimals == 0 and value >= 10):
