@@ -59,16 +59,11 @@ PROMPTS = [
 def text_logits(engine: Engine, token_ids: list[int]) -> torch.Tensor:
     """Float32 logits [T, vocab] of every position of `token_ids`, in one prefill of the
     engine's model on a cache of its own (the engine's cache and scheduler are untouched)."""
-    block_size, tokens = engine.block_size, len(token_ids)
-    blocks = -(-tokens // block_size)
-    caches = allocate_kv_cache(engine.config, blocks, block_size, engine.dtype, engine.device)
+    tokens = len(token_ids)
+    caches = allocate_kv_cache(engine.config, -(-tokens // engine.block_size), engine.block_size, engine.dtype,
+                               engine.device)
+    meta = attention_torch.AttentionMetadata.one_prefill(tokens, engine.block_size, engine.device)
     device = engine.device
-    meta = attention_torch.AttentionMetadata(
-        query_start_loc=torch.tensor([0, tokens], dtype=torch.int32, device=device),
-        seq_lens=torch.tensor([tokens], dtype=torch.int32, device=device),
-        block_tables=torch.arange(blocks, dtype=torch.int32, device=device)[None],
-        slot_mapping=torch.arange(tokens, dtype=torch.int64, device=device),
-        num_decodes=0, max_query_len=tokens, max_seq_len=tokens, query_lens_cpu=[tokens], seq_lens_cpu=[tokens])
     ids = torch.tensor(token_ids, dtype=torch.int64, device=device)
     with torch.inference_mode():
         hidden = engine.model(ids, torch.arange(tokens, device=device), caches, meta, attention_torch)

@@ -48,6 +48,18 @@ class AttentionMetadata:
     def num_seqs(self) -> int:
         return len(self.seq_lens_cpu)
 
+    @classmethod
+    def one_prefill(cls, tokens: int, block_size: int, device) -> "AttentionMetadata":
+        """One sequence's prefill of its first `tokens` tokens into blocks 0, 1, ... of a
+        cache of its own (every position's logits outside the engine's scheduler)."""
+        blocks = -(-tokens // block_size)
+        return cls(query_start_loc=torch.tensor([0, tokens], dtype=torch.int32, device=device),
+                   seq_lens=torch.tensor([tokens], dtype=torch.int32, device=device),
+                   block_tables=torch.arange(blocks, dtype=torch.int32, device=device)[None],
+                   slot_mapping=torch.arange(tokens, dtype=torch.int64, device=device),
+                   num_decodes=0, max_query_len=tokens, max_seq_len=tokens,
+                   query_lens_cpu=[tokens], seq_lens_cpu=[tokens])
+
 
 def write_kv_cache(
     key: torch.Tensor,  # [T, kv_heads, head_dim]
