@@ -519,6 +519,9 @@ def _serve_options(args: argparse.Namespace):
 
 
 def _serve_replicated(args: argparse.Namespace) -> int:
+    from server.ray_serve import environment
+
+    environment.prepare(args.ray_address)  # before Ray is imported: Ray reads it then
     try:
         from server.ray_serve.cluster import ScaleOut, serve_replicated
     except ModuleNotFoundError as e:

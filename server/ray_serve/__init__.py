@@ -9,6 +9,9 @@
 (app.py). docs/scale-out.md has the figures and the story beyond one machine.
 """
 
-from server.ray_serve.app import ScaleOut, application, build_app
+from structgen.lazy import lazy_attributes
 
-__all__ = ["ScaleOut", "application", "build_app"]
+# Imported on first use, so that environment.py can run before Ray is imported.
+_LAZY = {"ScaleOut": "server.ray_serve.app", "application": "server.ray_serve.app", "build_app": "server.ray_serve.app"}
+__all__ = list(_LAZY)
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -1,7 +1,8 @@
 """`structgen serve --replicas N`: a Ray cluster (a local one bound to loopback, or the
 one at `--ray-address`), Ray Serve's HTTP proxy on the given host and port, and the
 application (app.py) on it, until SIGTERM or Ctrl-C; then in-flight requests get
-`drain_seconds` to finish before everything stops. Owns the cluster's life only.
+`drain_seconds` to finish before everything stops. The environment it wants of Ray is
+environment.py's, set before Ray is imported (the CLI does). Owns the cluster's life only.
 """
 
 from __future__ import annotations
@@ -15,11 +16,6 @@ from server.launch import ServeOptions
 from server.ray_serve.app import ScaleOut, application
 
 APP_NAME = "structgen"
-# A cluster this command starts has its Ray Serve controller look at the deployments
-# once a second instead of ten times: at ten, it alone took 13% of a core while idle
-# (a sixth of a 2-core machine's CPU), and a replica's death or an autoscaling decision
-# waits at most a second more. Both are environment variables a user may set instead.
-QUIET_CLUSTER = {"RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "1.0", "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000"}
 
 
 def serve_replicated(options: ServeOptions, scale: ScaleOut, *, host: str, port: int) -> int:
@@ -45,13 +41,10 @@ def serve_replicated(options: ServeOptions, scale: ScaleOut, *, host: str, port:
 
 
 def _connect(ray, scale: ScaleOut) -> None:
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no reports to the network from a server
     quiet = {"log_to_driver": False, "configure_logging": False}
     if scale.ray_address is not None:
         ray.init(address=scale.ray_address, **quiet)
         return
-    for name, value in QUIET_CLUSTER.items():
-        os.environ.setdefault(name, value)
     wanted = scale.replicas * scale.replica_cpus
     cpus = max(os.cpu_count() or 1, int(wanted + 0.999))
     if wanted > (os.cpu_count() or 1):
