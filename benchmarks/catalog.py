@@ -32,6 +32,9 @@ SUITES: dict[str, Suite] = {
                    "(MaskBench-dev, or --schemas DIR for your own)"),
     "cfg": Suite("cfgbench", "cfgbench.json", "--output", ("--quick",),
                  "context-free grammars: json_object, recursive schemas, grammars/ vs peers"),
+    "tools": Suite("tools", "tools.json", "--output", ("--samples", "2"),
+                   "tool-call grammars of 1 to 200 functions (tool_choice required, auto): compile and first "
+                   "mask vs xgrammar, llguidance; one tool replaced with the compile cache kept"),
     "engine": Suite("engine", "engine.json", "--out", ("--runs", "1", "--scenarios", "single,prefix"),
                     "decode engine vs transformers generate (CPU, SmolLM2)"),
     "engine-gpu": Suite("engine_gpu", "engine_gpu.json", "--out",
@@ -63,5 +66,5 @@ SUITES: dict[str, Suite] = {
                      "ready from a scratch clone: serve until listening (cold, warm), first reply, import, "
                      "first mask in a fresh process (--install: README's install too)"),
 }
-ALL_ORDER = ["masks", "cfg", "engine", "engine-gpu", "constrained", "serve", "clients", "fuzz", "isolation",
+ALL_ORDER = ["masks", "cfg", "tools", "engine", "engine-gpu", "constrained", "serve", "clients", "fuzz", "isolation",
              "soak", "scale-out", "startup"]

@@ -60,7 +60,7 @@ from benchmarks.cfg.grammars import print_grammars, section_grammars  # noqa: E4
 from benchmarks.cfg.harness import Harness  # noqa: E402
 from benchmarks.cfg.json_object import print_json_object, section_json_object  # noqa: E402
 from benchmarks.cfg.recursive import print_recursive, section_recursive  # noqa: E402
-from benchmarks.masks.printing import print_machine  # noqa: E402
+from benchmarks.masks.printing import print_engines, print_machine  # noqa: E402
 from benchmarks.masks.provenance import cpu_info, structgen_source_hash  # noqa: E402
 from benchmarks.masks.tokenizer import load_tokenizer  # noqa: E402
 from benchmarks.peers import pkg_version  # noqa: E402
@@ -206,10 +206,7 @@ def print_report(rep):
     print(f"- settings: sections {', '.join(s['sections'])}; limits {s['limits']}; TTFM repeats {s['ttfm_repeats']}; "
           f"compile timeout {s['timeout_s']:g} s per compile, walk budget {s['walk_budget_s']:g} s (then "
           f"stop, report what was walked), hard walk timeout {s['test_timeout_s']}; {s['order']}")
-    for e, st in s["engines"].items():
-        print(f"  - {e}: " + "; ".join(f"{k}: {val}" for k, val in st.items()))
-    for e, note in s["skipped"].items():
-        print(f"- skipped {e}: {note}")
+    print_engines(s["engines"], s["skipped"])
     secs = rep["sections"]
     for name, fn in (("json_object", print_json_object), ("recursive", print_recursive),
                      ("grammars", print_grammars)):

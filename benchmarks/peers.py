@@ -119,8 +119,11 @@ class LLGuidanceAdapter(Adapter):
         self.eos_ids = [tokenizer.eos_token_id]
 
     def compile(self, schema):
-        LLMatcher = self.llg.LLMatcher
-        m = LLMatcher(self.tok, LLMatcher.grammar_from_json_schema(schema))
+        return self.matcher_of(self.llg.LLMatcher.grammar_from_json_schema(schema))
+
+    def matcher_of(self, grammar: str):
+        """An LLMatcher of `grammar` (from LLMatcher.grammar_from_*); raises on its error."""
+        m = self.llg.LLMatcher(self.tok, grammar)
         if m.is_error():
             raise ValueError(m.get_error())
         return m

@@ -52,10 +52,7 @@ class LLGCfg(LLGuidanceAdapter):
             g = LLMatcher.grammar_from_lark(spec["text"])
         else:
             raise ValueError(f"llguidance: no {k!r}")
-        m = LLMatcher(self.tok, g)
-        if m.is_error():
-            raise ValueError(m.get_error())
-        return m
+        return self.matcher_of(g)
 
 
 class XGRCfg(XGrammarAdapter):

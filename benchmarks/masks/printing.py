@@ -1,5 +1,6 @@
 """MaskBench's markdown summary on stdout (`print_report`), and what CFGBench's summary
-shares: the machine and versions lines (`print_machine`). Microseconds print as the
+shares: the machine and versions lines (`print_machine`) and the engines' settings
+(`print_engines`), which the tools suite's summary uses too. Microseconds print as the
 result tables print them (`report.formats.us`).
 
 Reads the results file's content only; must not compute figures (aggregate does).
@@ -17,6 +18,14 @@ def print_machine(m, v):
           f"{m['loadavg_1min_start_end'][1]} at end")
     print("- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()
                                      if val and k != "structgen_sources_changed_during_run"))
+
+
+def print_engines(engines: dict, skipped: dict) -> None:
+    """A line per engine with its settings, and one per engine skipped with the reason."""
+    for e, st in engines.items():
+        print(f"  - {e}: " + "; ".join(f"{k}: {val}" for k, val in st.items()))
+    for e, note in skipped.items():
+        print(f"- skipped {e}: {note}")
 
 
 def print_report(rep):
@@ -37,10 +46,7 @@ def print_report(rep):
     print(f"- settings: timeout {s['timeout_s']:g} s compile{et} / {s['test_timeout_s']:g} s instances per schema, "
           f"jobs {s['jobs']}, seed {s['seed']}, limit {s['limit'] or 'all'}" + (f", filter {s['filter']!r}" if s['filter'] else "")
           + (f"; {s['gc']}" if s.get("gc") else ""))
-    for e, st in s["engines"].items():
-        print(f"  - {e}: " + "; ".join(f"{k}: {val}" for k, val in st.items()))
-    for e, note in s["skipped"].items():
-        print(f"- skipped {e}: {note}")
+    print_engines(s["engines"], s["skipped"])
     print()
     print("| engine | schemas | passing | compile errors | timeouts | validation errors (valid rejected) "
           "| invalidation errors (invalid accepted) |")
