@@ -69,8 +69,9 @@ def scale_out_headline(data: dict) -> str:
     """One sentence on `--replicas` (Ray Serve) under the serving table."""
     said = []
     if "overhead" in data:
-        said.append(f"one replica serves {data['overhead']['ray_1_replica_vs_one_engine']:.2f}x the tokens/s of "
-                    "one engine alone")
+        overhead = data["overhead"]
+        said.append(f"one replica given every core serves {overhead['ray_1_replica_vs_one_engine']:.2f}x the "
+                    f"tokens/s of one engine alone, two sharing them {overhead['ray_2_replicas_vs_one_engine']:.2f}x")
     if "chaos" in data:
         chaos = data["chaos"]
         said.append(f"with one of 2 replicas killed under {chaos['clients']} clients, {chaos['lost']} of "
