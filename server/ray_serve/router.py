@@ -9,9 +9,9 @@ each key has been served:
 - a replica that has served a key holds it warm (its compiled grammar and mask tables,
   or its prompt's KV blocks). A keyed request goes to its least busy warm replica,
   unless that one has more than `COLD_SLACK` requests in flight beyond the least busy
-  replica's (or twice the load bound's margin, when that is more). Then it goes to the first
-  replica in its ranking within the load bound (`load_factor` times the least busy
-  replica's requests, or `MIN_SLACK` more), which compiles it. The wider bound for a
+  replica's (or twice the load bound's margin, when that is more). Then it goes to
+  the first replica in its ranking within the load bound (`load_factor` times the
+  least busy replica's requests, or `MIN_SLACK` more), which compiles it. The wider bound for a
   cold replica weighs a compile and cold first masks against a request or two more
   in a warm replica's batch.
 
@@ -48,12 +48,13 @@ def choose(ranking: list[str], loads: dict[str, int], warm: set[str], load_facto
     """The replica for a key: `ranking` its replicas by rendezvous score, `loads` their
     requests in flight, `warm` those that have served it."""
     least = min(loads[r] for r in ranking)
-    bound = least + max(MIN_SLACK, math.floor(least * (load_factor - 1)))
+    margin = math.floor(least * (load_factor - 1))
+    bound = least + max(MIN_SLACK, margin)
     warm_ranking = [r for r in ranking if r in warm]
     if not warm_ranking:
         return next(r for r in ranking if loads[r] <= bound)
     best_warm = min(warm_ranking, key=lambda r: loads[r])  # ties: the earlier in the ranking
-    cold_bound = least + max(COLD_SLACK, 2 * math.floor(least * (load_factor - 1)))
+    cold_bound = least + max(COLD_SLACK, 2 * margin)
     if loads[best_warm] <= cold_bound:  # (the wider bound: a cold replica compiles the key)
         return best_warm
     return next(r for r in ranking if loads[r] <= bound)  # a cold one: the least busy is within
