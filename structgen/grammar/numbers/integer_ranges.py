@@ -9,6 +9,7 @@ floats: `bounds` gives the integers, `caps` the size cap.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 from structgen.grammar import ir
@@ -87,6 +88,7 @@ def _simplify_upper(b: int) -> int:
     return ((b + 1) // k) * k - 1
 
 
+@functools.lru_cache(maxsize=1024)  # schemas repeat their bounds (a tool set, dozens of times)
 def canonical_range(a: int, b: Optional[int]) -> ir.Node:
     """Canonical decimal texts (0|[1-9][0-9]*) of the integers in [a, b]; a >= 0, b None = inf."""
     if b is not None and a > b:
