@@ -30,7 +30,8 @@ def head_node(tmp_path):
     env.pop("RAY_AUTH_MODE", None)
     subprocess.run([*RAY_CLI, "get-auth-token", "--generate"], env=env, check=True, capture_output=True)
     log = open(tmp_path / "head.log", "w")
-    head = subprocess.Popen([*RAY_CLI, "start", "--head", "--block", "--port", str(port), "--num-cpus", "2",
+    head = subprocess.Popen([*RAY_CLI, "start", "--head", "--block", "--port", str(port),
+                             "--node-ip-address", "127.0.0.1", "--num-cpus", "2",
                              "--include-dashboard", "false", "--disable-usage-stats"],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 120
