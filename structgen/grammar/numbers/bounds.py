@@ -15,7 +15,7 @@ import math
 import sys
 from decimal import Decimal
 from fractions import Fraction
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 from structgen.errors import SchemaError
 
@@ -73,6 +73,16 @@ def _largest_double_le(q: Fraction, strict: bool) -> Optional[float]:
     return d
 
 
+def _negated(value):
+    if isinstance(value, Decimal):
+        return value.copy_negate()  # exact: `-value` rounds to the context's precision
+    return None if value is None else -value
+
+
+def _negated_threshold(t: Threshold) -> Threshold:
+    return None if t is None else (-t[0], t[1])
+
+
 def _tighter_upper(a: Threshold, b: Threshold) -> Threshold:
     if a is None:
         return b
@@ -83,14 +93,39 @@ def _tighter_upper(a: Threshold, b: Threshold) -> Threshold:
     return (a[0], a[1] or b[1])
 
 
-def _tighter_lower(a: Threshold, b: Threshold) -> Threshold:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    if a[0] != b[0]:
-        return a if a[0] > b[0] else b
-    return (a[0], a[1] or b[1])
+class Side(NamedTuple):
+    bounded: bool  # a bound was given
+    empty: bool  # no number meets it (a bound of infinity on the wrong side)
+    no_float: bool  # no finite double meets it
+
+
+def _upper_thresholds(bounds) -> tuple[Threshold, Threshold, Side]:
+    """For bounds (value, strict) meaning x <= value (x < value if strict), value None
+    when absent: the threshold for int-form texts, the one for float-form texts, and
+    what the bounds allow."""
+    int_t: Threshold = None
+    float_t: Threshold = None
+    bounded = empty = no_float = False
+    for value, strict in bounds:
+        if value is None:
+            continue
+        if _is_inf(value):
+            if value < 0:
+                bounded = empty = True
+            elif strict:  # x < inf: finite only (a text overflowing to inf is out)
+                bounded = True
+                float_t = _tighter_upper(float_t, (_repr_fraction(_MAX_DOUBLE), False))
+            continue
+        bounded = True
+        exact, dec = Fraction(value), _decimal_value(value)
+        int_t = _tighter_upper(_tighter_upper(int_t, (exact, strict)), (dec, strict))
+        float_t = _tighter_upper(float_t, (dec, strict))
+        d = _largest_double_le(exact, strict)
+        if d is None:
+            no_float = True
+        else:
+            float_t = _tighter_upper(float_t, (_repr_fraction(d), False))
+    return int_t, float_t, Side(bounded, empty, no_float)
 
 
 class Bounds:
@@ -105,57 +140,13 @@ class Bounds:
         maximum = _check("maximum", maximum, pointer)
         exclusive_minimum = _check("exclusiveMinimum", exclusive_minimum, pointer)
         exclusive_maximum = _check("exclusiveMaximum", exclusive_maximum, pointer)
-        self.unbounded = True
-        self.int_impossible = False
-        self.float_impossible = False
-        int_hi: Threshold = None
-        int_lo: Threshold = None
-        fhi: Threshold = None
-        flo: Threshold = None
-        for value, strict in ((maximum, False), (exclusive_maximum, True)):
-            if value is None:
-                continue
-            if _is_inf(value):
-                if value > 0:
-                    if strict:  # x < inf: finite only (a text overflowing to inf is out)
-                        self.unbounded = False
-                        fhi = _tighter_upper(fhi, (_repr_fraction(_MAX_DOUBLE), False))
-                    continue
-                self.unbounded = False
-                self.int_impossible = self.float_impossible = True
-                continue
-            self.unbounded = False
-            exact, dec = Fraction(value), _decimal_value(value)
-            int_hi = _tighter_upper(int_hi, (exact, strict))
-            int_hi = _tighter_upper(int_hi, (dec, strict))
-            fhi = _tighter_upper(fhi, (dec, strict))
-            d = _largest_double_le(exact, strict)
-            if d is None:
-                self.float_impossible = True
-            else:
-                fhi = _tighter_upper(fhi, (_repr_fraction(d), False))
-        for value, strict in ((minimum, False), (exclusive_minimum, True)):
-            if value is None:
-                continue
-            if _is_inf(value):
-                if value < 0:
-                    if strict:
-                        self.unbounded = False
-                        flo = _tighter_lower(flo, (-_repr_fraction(_MAX_DOUBLE), False))
-                    continue
-                self.unbounded = False
-                self.int_impossible = self.float_impossible = True
-                continue
-            self.unbounded = False
-            exact, dec = Fraction(value), _decimal_value(value)
-            int_lo = _tighter_lower(int_lo, (exact, strict))
-            int_lo = _tighter_lower(int_lo, (dec, strict))
-            flo = _tighter_lower(flo, (dec, strict))
-            d = _largest_double_le(-exact, strict)  # smallest double >= exact is -d
-            if d is None:
-                self.float_impossible = True
-            else:
-                flo = _tighter_lower(flo, (-_repr_fraction(d), False))
+        int_hi, fhi, above = _upper_thresholds(((maximum, False), (exclusive_maximum, True)))
+        # x >= m is -x <= -m: the lower side is the upper side of the negated bounds
+        int_lo, flo, below = _upper_thresholds(((_negated(minimum), False), (_negated(exclusive_minimum), True)))
+        int_lo, flo = _negated_threshold(int_lo), _negated_threshold(flo)
+        self.unbounded = not (above.bounded or below.bounded)
+        self.int_impossible = above.empty or below.empty
+        self.float_impossible = self.int_impossible or above.no_float or below.no_float
         self.int_lo = None if int_lo is None else _int_lower(int_lo)
         self.int_hi = None if int_hi is None else _int_upper(int_hi)
         self.flo = flo
