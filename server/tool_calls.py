@@ -10,13 +10,16 @@ compiling their grammar is `structured.py`'s, HTTP is `app.py`'s.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
 ANY_OBJECT = {"type": "object"}
 TOOL_TAGS = ("<tool_call>", "</tool_call>")
 # Each tool's parameters get this $id (unless they carry their own), so that a "#/$defs/X"
-# inside them resolves against the tool's own schema, not the union of all tools.
+# inside them resolves against the tool's own schema, not the union of all tools. It
+# depends on the parameters alone, not on the tool's place in the list, so that a tool's
+# compiled grammar is shared by every tool set that has it.
 TOOL_ID = "urn:structgen:tool:{}"
 CALL_PREFIX = '{"name": '
 ARGUMENTS_PREFIX = ', "arguments": '
@@ -35,12 +38,12 @@ class CallSchema:
 def call_schema(tools: list) -> CallSchema:
     """{"name": <one tool's name>, "arguments": <that tool's parameters>}."""
     variants = []
-    for index, tool in enumerate(tools):
+    for tool in tools:
         function = tool.function
         variants.append({
             "type": "object",
             "properties": {"name": {"const": function.name},
-                           "arguments": _with_own_base(function.parameters or ANY_OBJECT, index)},
+                           "arguments": _with_own_base(function.parameters or ANY_OBJECT)},
             "required": ["name", "arguments"], "additionalProperties": False,
         })
     if len(variants) == 1:
@@ -52,10 +55,11 @@ def call_schema(tools: list) -> CallSchema:
     return CallSchema(schema, [t.function.name for t in tools], pointers, strict)
 
 
-def _with_own_base(parameters: dict, index: int) -> dict:
+def _with_own_base(parameters: dict) -> dict:
     if not isinstance(parameters, dict) or "$id" in parameters or "id" in parameters:
         return parameters
-    return {"$id": TOOL_ID.format(index), **parameters}
+    text = json.dumps(parameters, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return {"$id": TOOL_ID.format(hashlib.sha256(text.encode()).hexdigest()[:32]), **parameters}
 
 
 def tool_parameter_at(pointers: list[str], pointer: str) -> tuple[int, str] | None:

@@ -55,6 +55,11 @@ _cache_budget = {"bytes": DEFAULT_CACHE_BYTES}
 
 
 def clear_cache() -> None:
+    """Forget every compiled grammar, and the tool-call schemas' alternatives compiled in
+    this process (`json_schema.alternatives`)."""
+    from structgen.grammar.json_schema import clear_alternatives
+
+    clear_alternatives()
     with _cache_lock:
         _cache.clear()
         _evicted_in_use.clear()
@@ -457,7 +462,10 @@ def compile_tool_calls(
     "auto"); free text may not begin with `open_tag`, so once the model starts the tag,
     the call must be valid. parallel: one call or more, each right after the one before
     (no separator, so that a model that would go on in text ends instead); otherwise
-    exactly one. json_options: `JsonOptions` fields for `call_schema` (strict_pointers, ...)."""
+    exactly one. json_options: `JsonOptions` fields for `call_schema` (strict_pointers, ...).
+    A `call_schema` that is only an anyOf (one alternative per tool) is compiled one
+    alternative at a time, each a document of its own ($refs resolve inside it), and each
+    alternative's IR is kept for the next tool set that has it (`json_schema.union_ir`)."""
     from structgen.grammar.json_schema import JsonOptions, canonical_key, parse_schema
 
     if not open_tag or not close_tag:
@@ -505,7 +513,10 @@ def _grammar_ir(syntax: str, text: str, start: str, _deadline: float) -> ir.Node
 
 def _tool_calls_ir(call_schema: Any, options: Any, open_tag: str, close_tag: str, allow_text: bool, parallel: bool,
                    deadline: float) -> ir.Node:
-    call = ir.seq(ir.lit(open_tag), _schema_ir(call_schema, options, deadline), ir.lit(close_tag))
+    from structgen.grammar.json_schema import union_ir
+
+    call = ir.seq(ir.lit(open_tag), union_ir(call_schema, options, deadline=deadline, languages=AUTOMATA),
+                  ir.lit(close_tag))
     if parallel:
         call = ir.rep(call, 1, None)
     return ir.alt(_text_not_starting_with(open_tag), call) if allow_text else call

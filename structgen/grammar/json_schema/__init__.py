@@ -94,6 +94,7 @@ The package, one concept per module (each module's docstring says what it owns):
   char_nfa      automata over code points (patterns, lengths, property names)
   graphs        trimmed ir.Graphs
   compiler      SchemaCompiler: the mixins above, the budget, the value cache
+  alternatives  a top-level anyOf compiled and cached alternative by alternative
 """
 
 from __future__ import annotations
@@ -104,12 +105,14 @@ from typing import Any
 
 from structgen.errors import GrammarTooLargeError, SchemaError
 from structgen.grammar import ir
+from structgen.grammar.json_schema.alternatives import alternatives_info, clear_alternatives, union_ir
 from structgen.grammar.json_schema.compiler import SchemaCompiler
 from structgen.grammar.json_schema.options import JsonOptions, canonical_key
 from structgen.grammar.languages import Languages
 from structgen.grammar.nesting import check_nesting, check_text_nesting, make_room_for_deep_input
 
-__all__ = ["JsonOptions", "schema_to_ir", "parse_schema", "canonical_key", "any_json_ir"]
+__all__ = ["JsonOptions", "schema_to_ir", "union_ir", "parse_schema", "canonical_key", "any_json_ir",
+           "clear_alternatives", "alternatives_info"]
 
 
 def schema_to_ir(schema: Any, options: JsonOptions | None = None, *, deadline: float | None = None,

@@ -13,7 +13,7 @@ from structgen.errors import GrammarTooLargeError, UnsupportedKeywordError
 from structgen.grammar import ir
 from structgen.grammar.json_schema.normalized import Disjunction, Normalized
 
-_MAX_BRANCHES = 65536
+MAX_BRANCHES = 65536
 
 
 class Combinators:
@@ -37,9 +37,9 @@ class Combinators:
                 g.kind, g.ptr, "its subschema can only be negated in part, and that part excludes everything here"
             )
         self.branches += len(branches)
-        if self.branches > _MAX_BRANCHES:
+        if self.branches > MAX_BRANCHES:
             raise GrammarTooLargeError(
-                f"the schema's anyOf/oneOf/if/dependencies combinations expand to over {_MAX_BRANCHES:,} alternatives"
+                f"the schema's anyOf/oneOf/if/dependencies combinations expand to over {MAX_BRANCHES:,} alternatives"
             )
         return ir.alt(*(self.compile_normalized(b, depth) for b in branches))
 

@@ -88,8 +88,12 @@ class SchemaCompiler(Normalizing, Negating, Disjointness, Combinators, Literals,
 
     # -- entry
 
-    def compile_root(self) -> ir.Node:
+    def compile_root(self, check_size: bool = True) -> ir.Node:
+        """check_size=False: the caller checks the expanded size of what it builds from
+        this (a union of alternatives checks the union once)."""
         node = self.value([(self.root, "", ())], 0)
+        if not check_size:
+            return node
         size = ir.expanded_size(node, limit=self.options.max_states)
         if size > self.options.max_states:
             raise GrammarTooLargeError(

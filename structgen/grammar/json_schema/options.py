@@ -1,5 +1,5 @@
 """The options of a JSON Schema compile (`JsonOptions`) and the cache key of a schema
-with its options (`canonical_key`).
+with its options (`canonical_key`, made of `schema_text`).
 
 Owns: what a caller may ask for and the checks of those values. Must not know how a
 schema is compiled: the other modules read the options, none is read here.
@@ -108,9 +108,13 @@ def canonical_key(schema: Any, options: JsonOptions | None = None) -> str:
     emits properties, so two schemas that differ only in key order compile differently.
     """
     options = options or JsonOptions()
+    opts = json.dumps(asdict(options), sort_keys=True, separators=(",", ":"))
+    return schema_text(schema) + "\n" + opts
+
+
+def schema_text(schema: Any) -> str:
+    """The schema as compact JSON, its keys in their order (see `canonical_key`)."""
     try:
-        text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return json.dumps(schema, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise SchemaError(f"schema is not JSON-serializable: {e}", "") from None
-    opts = json.dumps(asdict(options), sort_keys=True, separators=(",", ":"))
-    return text + "\n" + opts
