@@ -53,7 +53,7 @@ def _both(monkeypatch, compile_):
     return grammars
 
 
-def _same_masks_on_walks(python, compiled, vocab, walks=12, steps=60, seed=0):
+def same_masks_on_walks(python, compiled, vocab, walks=12, steps=60, seed=0):
     """Random walks choosing allowed tokens: at every step both matchers give the same
     mask and acceptance, and both accept the chosen token."""
     rng = random.Random(seed)
@@ -77,7 +77,7 @@ def _same_masks_on_walks(python, compiled, vocab, walks=12, steps=60, seed=0):
 @pytest.mark.parametrize("schema", SCHEMAS, ids=range(len(SCHEMAS)))
 def test_flat_masks_equal_python_on_schemas(monkeypatch, smollm2_vocab, schema):
     python, compiled = _both(monkeypatch, lambda: structgen.compile_json_schema(schema, smollm2_vocab))
-    _same_masks_on_walks(python, compiled, smollm2_vocab)
+    same_masks_on_walks(python, compiled, smollm2_vocab)
 
 
 ANY_ORDER = [
@@ -98,7 +98,7 @@ ANY_ORDER = [
 @pytest.mark.parametrize("schema", ANY_ORDER, ids=range(len(ANY_ORDER)))
 def test_flat_masks_equal_python_on_objects_in_any_order(monkeypatch, smollm2_vocab, schema):
     python, compiled = _both(monkeypatch, lambda: structgen.compile_json_schema(schema, smollm2_vocab, property_order="any"))
-    _same_masks_on_walks(python, compiled, smollm2_vocab)
+    same_masks_on_walks(python, compiled, smollm2_vocab)
 
 
 def test_flat_any_order_accepts_members_in_every_order(smollm2_vocab):
@@ -120,12 +120,12 @@ def test_flat_any_order_accepts_members_in_every_order(smollm2_vocab):
 @pytest.mark.parametrize("pattern", REGEXES)
 def test_flat_masks_equal_python_on_regexes(monkeypatch, smollm2_vocab, pattern):
     python, compiled = _both(monkeypatch, lambda: structgen.compile_regex(pattern, smollm2_vocab))
-    _same_masks_on_walks(python, compiled, smollm2_vocab, steps=20)
+    same_masks_on_walks(python, compiled, smollm2_vocab, steps=20)
 
 
 def test_flat_masks_equal_python_on_a_recursive_grammar(monkeypatch, smollm2_vocab):
     python, compiled = _both(monkeypatch, lambda: structgen.compile_grammar(LARK, smollm2_vocab))
-    _same_masks_on_walks(python, compiled, smollm2_vocab, steps=30)
+    same_masks_on_walks(python, compiled, smollm2_vocab, steps=30)
 
 
 def test_flat_masks_equal_bruteforce_oracle(smollm2_vocab):
@@ -246,7 +246,7 @@ def test_flat_nodes_shared_between_grammars_are_flattened_once(monkeypatch, smol
     python, compiled = _both(monkeypatch, lambda: structgen.compile_json_schema(third, smollm2_vocab))
     assert compiled.dfa.flat.num_nodes > shared.kind.size
     assert np.array_equal(compiled.dfa.flat.arrays[0][: shared.kind.size], shared.kind)  # it starts with them
-    _same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=40)
+    same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=40)
 
 
 def test_flat_store_grows_while_building(smollm2_vocab):
@@ -277,7 +277,7 @@ def test_flat_walk_runs_again_when_its_states_fill_the_table(monkeypatch, smollm
     mask = structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
     compiled.matcher().fill_bitmask(mask, 0)
     assert compiled.dfa.num_states > rows and compiled.dfa.table.shape[0] >= 4 * rows  # it did fill up
-    _same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=12)
+    same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=12)
 
 
 def test_flat_any_order_with_a_wide_mask(smollm2_vocab):
@@ -371,7 +371,7 @@ def test_flat_masks_are_right_when_every_call_runs_out_of_room(monkeypatch, smol
     automaton's."""
     monkeypatch.setattr(flat, "_new_store", _tiny_store)
     python, compiled = _both(monkeypatch, lambda: structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0))
-    _same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=50)
+    same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=50)
     assert compiled.dfa._store[flat.S_HASH].shape[0] > 8 and compiled.dfa._store[flat.S_FRAMES].shape[0] > 4
 
 
