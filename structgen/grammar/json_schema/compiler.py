@@ -55,6 +55,7 @@ class SchemaCompiler(Normalizing, Negating, Disjointness, Combinators, Literals,
         self.keep: list = []
         self.body_cache: dict = {}
         self.pattern_nfas: dict = {}
+        self.values_checked: dict[int, dict] = {}  # the raw subschemas whose keyword values passed (`ingest`)
         self.depth = 0
         self._ticks = 0
         self.branches = 0  # alternatives created by expanding anyOf/oneOf/if/... (budget)
@@ -147,7 +148,8 @@ class SchemaCompiler(Normalizing, Negating, Disjointness, Combinators, Literals,
 
     def compile_normalized(self, s: Normalized, depth: int) -> ir.Node:
         self.tick()
-        if self.is_empty(s):
+        kinds = self.effective_kinds(s)
+        if not kinds:
             return ir.NOTHING
         if s.groups:
             return self.expand(s, depth)
@@ -155,7 +157,6 @@ class SchemaCompiler(Normalizing, Negating, Disjointness, Combinators, Literals,
             return self.any_value(depth, self.any_depth)
         if s.enum is not None:
             return self.lower_enum(s, depth)
-        kinds = self.effective_kinds(s)
         excl = {canon(v) for v in s.not_values}
         parts: list[ir.Node] = []
         if "null" in kinds and canon(None) not in excl:

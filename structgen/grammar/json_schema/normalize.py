@@ -59,17 +59,19 @@ class Normalizing:
         if not isinstance(raw, dict):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(raw).__name__}", ptr)
         raw = self.resolver.effective(raw)
-        self.check_values(raw, ptr)
+        checked = id(raw) in self.values_checked
+        if not checked:
+            self.check_values(raw, ptr)
         o = self.options
         obj_slot = None  # keeps the members in the schema's textual order (property order)
         draft4_excl_min = raw.get("exclusiveMinimum") is True
         draft4_excl_max = raw.get("exclusiveMaximum") is True
         for key, v in raw.items():
+            if key not in HANDLED and (key in ANNOTATIONS or key.startswith("x-")):
+                continue
             kp = ptr + "/" + pointer_token(key)
             if key in HANDLED:
                 pass
-            elif key in ANNOTATIONS or key.startswith("x-"):
-                continue
             elif key in UNSUPPORTED:
                 self.refuse(key, kp, UNSUPPORTED[key])
                 continue
@@ -180,7 +182,9 @@ class Normalizing:
                     alts.append([(na, kp, chain), (els, ptr + "/else", chain)])
                 s.add_group(Disjunction("if", alts, kp, chain, exact))
         # local consistency (within one subschema)
-        self.local_checks(raw, ptr)
+        if not checked:
+            self.local_checks(raw, ptr)
+            self.values_checked[id(raw)] = raw  # held: its id is not reused while it counts
         # arrays
         if "items" in raw or "prefixItems" in raw or ("additionalItems" in raw and isinstance(raw.get("items"), list)):
             prefix: list = []
