@@ -3,7 +3,7 @@ in full, and one headline table per suite in README.md.
 
 Owns:
 - benchmarks/RESULTS.md, written whole: a short header, then per suite (masks, cfg,
-  engine, engine-gpu, constrained, serve) a heading and, between `<!-- results:SUITE -->`
+  tools, engine, engine-gpu, constrained, serve) a heading and, between `<!-- results:SUITE -->`
   and `<!-- /results:SUITE -->`, the suite's tables, a line saying which machine, versions
   and commit the figures come from, the command that reproduces them, and the suite's
   PNG plots;
@@ -27,7 +27,7 @@ The package, one concept per module (each module's docstring says what it owns):
   formats      number formats and markdown tables
   provenance   the line under each suite's tables: where the figures come from, and
                the command that reproduces them
-  masks, cfg, engine, engine_gpu, constrained, serve, scale_out, startup, robustness
+  masks, cfg, tools, engine, engine_gpu, constrained, serve, scale_out, startup, robustness
                one suite's (or a few related suites') block and headline each
   documents    RESULTS.md written whole, README.md's headline blocks, staleness
   cli          `python -m benchmarks.report [--check]`

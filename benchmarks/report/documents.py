@@ -25,17 +25,20 @@ from benchmarks.report.robustness import render_fuzz, render_isolation, render_s
 from benchmarks.report.scale_out import render_scale_out
 from benchmarks.report.serve import headline_serve, render_serve
 from benchmarks.report.startup import headline_startup, render_startup
+from benchmarks.report.tools import render_tools
 from benchmarks.catalog import REPO, RESULTS
 
-RENDERERS = {"masks": render_masks, "cfg": render_cfg, "engine": render_engine,
+RENDERERS = {"masks": render_masks, "cfg": render_cfg, "tools": render_tools, "engine": render_engine,
              "engine-gpu": render_engine_gpu, "constrained": render_constrained, "serve": render_serve,
              "startup": render_startup, "isolation": render_isolation, "fuzz": render_fuzz, "soak": render_soak,
              "scale-out": render_scale_out}
 HEADLINES = {"masks": headline_masks, "cfg": headline_cfg, "engine": headline_engine,
              "engine-gpu": headline_engine_gpu, "constrained": headline_constrained, "serve": headline_serve,
              "startup": headline_startup}
-# Suites whose headline is another suite's: start-up's table also holds the robustness suites.
-SHARED_HEADLINES = {"isolation": "startup", "fuzz": "startup", "soak": "startup", "scale-out": "serve"}
+# Suites whose headline is another suite's: start-up's table also holds the robustness suites,
+# MaskBench's intro the tool-call grammars' line.
+SHARED_HEADLINES = {"isolation": "startup", "fuzz": "startup", "soak": "startup", "scale-out": "serve",
+                    "tools": "masks"}
 
 
 def render(suite: str, results_dir: Path = RESULTS, document: Path = RESULTS_MD) -> str | None:

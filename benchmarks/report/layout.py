@@ -20,6 +20,7 @@ FIGURES: dict[str, dict[str, str]] = {
     "masks": {"masks-tbm.png": "Mask time (TBM) distribution by engine",
               "masks-ttfm.png": "Compile time to first mask (TTFM) by engine"},
     "cfg": {"cfg-tbm.png": "Per-token mask time (TBM) p50 and p99 by engine and workload"},
+    "tools": {},
     "engine": {"engine-throughput.png": "structgen's engine vs transformers generate"},
     "engine-gpu": {"engine-gpu-throughput.png": "Output tokens/s vs batch size"},
     "constrained": {"constrained-overhead.png": "Constrained vs unconstrained decoding throughput",
@@ -39,6 +40,7 @@ FIGURES: dict[str, dict[str, str]] = {
 TITLES: dict[str, str] = {
     "masks": "Grammar masks (MaskBench)",
     "cfg": "Context-free grammars (CFGBench)",
+    "tools": "Tool-call grammars",
     "engine": "Engine on CPU",
     "engine-gpu": "Engine on GPU",
     "constrained": "Constrained decoding",

@@ -1,8 +1,9 @@
 """MaskBench (suite `masks`, maskbench.json): its RESULTS.md block (`render_masks`: outcomes,
 TTFM and TBM per engine, the like-for-like subset) and its README headline
-(`headline_masks`, without structgen's other settings).
+(`headline_masks`, without structgen's other settings, with the tools suite's line).
 
-Reads only its suite's results file; must not place blocks in the documents
+Reads only its suite's results file (and the tools suite's line, from tools.py); must
+not place blocks in the documents
 (documents.py does).
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from benchmarks.report.formats import ms, table, us
 from benchmarks.report.provenance import data_option, maskbench_command, provenance, reproduce
 from benchmarks.report.results import machine_label, suite_results
+from benchmarks.report.tools import tools_headline_line
 
 # MaskBench rows that README's headline leaves to RESULTS.md: structgen's other settings.
 HEADLINE_LEAVES_OUT = {"structgen-flexible", "structgen-warm"}
@@ -71,5 +73,6 @@ def headline_masks(results_dir: Path) -> list[str]:
     rows = [[name, f"{r['passing']:,}", r["invalidation_errors"], r["validation_errors"], ms(r["ttfm_us"]["p50"]),
              us(r["tbm_us"]["p50"], 1), us(r["tbm_us"]["p99"], 1)] for name, r in data["engines"].items()
             if name not in HEADLINE_LEAVES_OUT]
-    return [intro, table(["engine", "passing", "invalid accepted", "valid rejected", "TTFM p50", "TBM p50",
-                          "TBM p99"], rows)]
+    tools = tools_headline_line(results_dir)
+    return [(f"{tools} " if tools else "") + intro, table(["engine", "passing", "invalid accepted", "valid rejected",
+                                                           "TTFM p50", "TBM p50", "TBM p99"], rows)]

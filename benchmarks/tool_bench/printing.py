@@ -1,7 +1,7 @@
 """The tools suite's markdown summary on stdout, from its results file's content: the
 machine and versions (MaskBench's lines), per tool_choice a table of compile time and
 time to first mask by number of tools and engine, the valid calls accepted, the errors,
-and the reuse table.
+and the reuse table (their cells are RESULTS.md's, benchmarks/report/tools.py).
 
 Must not compute figures (measure.py does).
 """
@@ -9,7 +9,8 @@ Must not compute figures (measure.py does).
 from __future__ import annotations
 
 from benchmarks.masks.printing import print_engines, print_machine
-from benchmarks.report.formats import short, table, times
+from benchmarks.report.formats import table
+from benchmarks.report.tools import REUSE_HEADER, cold_cells, reuse_cells
 
 
 def print_report(report: dict) -> None:
@@ -28,15 +29,6 @@ def print_report(report: dict) -> None:
     print_checks(rows)
     if report["reuse"]:
         print_reuse(report["reuse"])
-
-
-def cold_cells(rows: list[dict], choice: str, size: int, engines: list[str]) -> list[str]:
-    by_engine = {row["engine"]: row for row in rows if row["tool_choice"] == choice and row["tools"] == size}
-    cells = [str(size)]
-    for engine in engines:
-        row = by_engine.get(engine, {})
-        cells += [short(row.get("compile_ms")), short(row.get("ttfm_ms"))]
-    return cells
 
 
 def print_checks(rows: list[dict]) -> None:
@@ -62,14 +54,7 @@ def print_checks(rows: list[dict]) -> None:
 def print_reuse(reuse: list[dict]) -> None:
     print("\nstructgen, one tool replaced: compile + first mask, ms (cache kept: the first set's grammar "
           "is in the compile cache)\n")
-    header = ["tool_choice", "tools", "cold", "one replaced, cache kept", "one replaced, cold", "kept / replaced cold"]
-    print(table(header, [reuse_cells(row) for row in reuse]))
+    print(table(REUSE_HEADER, [reuse_cells(row) for row in reuse]))
     for row in reuse:
         for error in row["errors"]:
             print(f"- {row['tool_choice']}, seed {error['seed']}: compile error {error['error']}")
-
-
-def reuse_cells(row: dict) -> list[str]:
-    kept, alone = row["one_replaced_cache_kept_ttfm_ms"], row["one_replaced_cold_ttfm_ms"]
-    return [row["tool_choice"], str(row["tools"]), short(row["cold_ttfm_ms"]), short(kept), short(alone),
-            times(kept / alone if kept is not None and alone else None)]
