@@ -127,3 +127,18 @@ def test_a_tools_error_points_into_that_tool_even_from_the_cache_of_the_others(c
         structgen.compile_tool_calls(schema.schema, smollm2_vocab)
     assert tool_parameter_at(schema.parameter_pointers, err.value.pointer) == (2, "/properties/a/type")
     assert f"(at {err.value.pointer})" in str(err.value)
+
+
+def test_the_alternatives_kept_stay_within_their_text_budget(cold, smollm2_vocab, monkeypatch):
+    from structgen.grammar.json_schema import alternatives
+
+    monkeypatch.setattr(alternatives, "MAX_CACHED_TEXT", 600)
+    for round_ in range(3):
+        compiled([tool(f"t{round_}_{i}", {"type": "object", "properties": {f"p{round_}_{i}": {"type": "integer"}}})
+                  for i in range(4)], smollm2_vocab)
+        info = alternatives_info()
+        assert 0 < info["text"] <= 600
+        assert info["size"] < 4 * (round_ + 1)  # the oldest were dropped
+    grammar, hits, misses = compiled_counting([tool("t2_3", {"type": "object", "properties": {
+        "p2_3": {"type": "integer"}}})], smollm2_vocab)
+    assert hits == 1 and misses == 0  # the newest one is still kept

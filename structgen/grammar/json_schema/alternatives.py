@@ -27,10 +27,13 @@ from structgen.grammar.json_schema.options import JsonOptions, schema_text
 from structgen.grammar.languages import Languages
 
 MAX_CACHED = 2048  # alternatives kept, least recently used dropped first
+# ... and at most this many characters of their schemas' text in all: an IR grows with
+# its schema's text, and a client sending large tool sets must not fill the process.
+MAX_CACHED_TEXT = 16 << 20
 
 _cache: "OrderedDict[tuple, Piece]" = OrderedDict()
 _lock = threading.Lock()
-_stats = {"hits": 0, "misses": 0}
+_stats = {"hits": 0, "misses": 0, "text": 0}
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,12 @@ def piece_ir(schema: Any, at: str, options: JsonOptions, deadline: float,
     except RecursionError:  # within the nesting limits this is a bug; still the user's 400
         raise GrammarTooLargeError("the schema is nested too deeply to compile") from None
     with _lock:
-        _cache[key] = piece
-        while len(_cache) > MAX_CACHED:
-            _cache.popitem(last=False)
+        if key not in _cache:
+            _cache[key] = piece
+            _stats["text"] += len(key[0])
+        while len(_cache) > MAX_CACHED or _stats["text"] > MAX_CACHED_TEXT:
+            dropped, _ = _cache.popitem(last=False)
+            _stats["text"] -= len(dropped[0])
     return piece
 
 
@@ -109,6 +115,7 @@ def moved_under(err: SchemaError, at: str) -> SchemaError:
 def clear_alternatives() -> None:
     with _lock:
         _cache.clear()
+        _stats["text"] = 0
 
 
 def alternatives_info() -> dict:
