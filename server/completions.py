@@ -84,7 +84,7 @@ async def _compile(state: ServerState, spec: OutputSpec, http: Request):
     except StructgenError as err:
         raise APIError(400, str(err), param=spec.param, code="invalid_grammar") from err
     if spec.kind:
-        state.metrics.compile_time.observe(compile_s)
+        state.metrics.compile_time.labels(spec.kind).observe(compile_s)
     if hit:
         state.metrics.compile_cache_hits.inc()
     return grammar, hit

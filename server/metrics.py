@@ -27,7 +27,8 @@ class Metrics:
                               buckets=LATENCY_BUCKETS, registry=r)
         self.e2e = Histogram("structgen_request_latency_seconds", "end-to-end request latency",
                              buckets=LATENCY_BUCKETS, registry=r)
-        self.compile_time = Histogram("structgen_grammar_compile_seconds", "grammar compile time (cache hits too)",
+        self.compile_time = Histogram("structgen_grammar_compile_seconds",
+                                      "grammar compile time (cache hits too), by the kind of grammar", ["kind"],
                                       buckets=LATENCY_BUCKETS, registry=r)
         self.compile_cache_hits = Counter("structgen_grammar_cache_hits", "grammar compiles served from cache",
                                           registry=r)

@@ -294,9 +294,12 @@ def test_disconnect_mid_stream_frees_blocks(live, runner, model):
 
 def test_metrics_are_exposed(live, client, model):
     client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=3)
+    client.chat.completions.create(model=model, messages=[{"role": "user", "content": "A number"}], max_tokens=3,
+                                   response_format={"type": "json_schema", "json_schema": {
+                                       "name": "n", "schema": {"type": "integer"}}})
     text = httpx.get(live.url + "/metrics").text
     for name in ("structgen_requests_total", "structgen_time_to_first_token_seconds_bucket",
-                 "structgen_kv_blocks_used", "structgen_grammar_compile_seconds_count",
+                 "structgen_kv_blocks_used", 'structgen_grammar_compile_seconds_count{kind="json_schema"}',
                  "structgen_fast_forwarded_tokens_total", "structgen_queue_depth", "structgen_grammar_cache_bytes",
                  "structgen_grammar_cache_budget_bytes", "structgen_grammar_cache_entries",
                  "structgen_grammar_cache_evictions_total", "structgen_grammar_cache_evicted_in_use_bytes"):
