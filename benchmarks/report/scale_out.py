@@ -49,7 +49,9 @@ def scale_out_overhead_table(r: dict, settings: dict) -> str:
 def scale_out_routing_table(r: dict, settings: dict, schema_max_chars: int) -> str:
     rows = [[router, f"{100 * row['hit_rate']:.1f}%", f"{100 * row['repeat_hit_rate']:.1f}%",
              f"{1e3 * row['ttft_p50_s']:,.0f}", f"{1e3 * row['ttft_p90_s']:,.0f}"] for router, row in r["rows"].items()]
-    caption = (f"Routing, 2 replicas from cold caches, {settings.get('requests_routing', settings['requests'])} "
+    runs = r.get("runs", 1)
+    medians = f", medians of {runs} passes each from cold caches" if runs > 1 else " from cold caches"
+    caption = (f"Routing, 2 replicas{medians}, {settings.get('requests_routing', settings['requests'])} "
                f"constrained requests at {settings['clients']} clients, schemas of at most {schema_max_chars:,} "
                "characters (repeats: requests for a schema the cluster was sent before):")
     return caption + "\n\n" + table(["router", "grammar cache hits", "hits on repeats", "TTFT p50 (ms)",

@@ -21,6 +21,9 @@ from server.ray_serve.replica import EngineReplica
 from server.ray_serve.router import DEFAULT_LOAD_FACTOR, GrammarAffinityRouter
 
 ROUTERS = ("grammar", "power_of_two")  # ours, or Ray's default (for comparison)
+# No line per request in Ray's logs, as `structgen serve` writes none: each line was
+# written by three processes and read again by Ray's log monitor.
+LOGGING = {"enable_access_log": False}
 
 
 @dataclass(frozen=True)
@@ -68,10 +71,10 @@ def application(options: ServeOptions, scale: ScaleOut) -> Application:
         # the engine queues and batches itself: Ray may send it what it would accept
         max_ongoing_requests=options.max_waiting + (options.max_num_seqs or 64),
         request_router_config=router, graceful_shutdown_timeout_s=scale.drain_seconds,
-        health_check_period_s=5, **scale.sizing())
+        health_check_period_s=5, logging_config=LOGGING, **scale.sizing())
     ingress = serve.deployment(serve.ingress()(Ingress), name="Ingress").options(
         num_replicas=1, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=100_000,
-        graceful_shutdown_timeout_s=scale.drain_seconds)
+        graceful_shutdown_timeout_s=scale.drain_seconds, logging_config=LOGGING)
     return ingress.bind(engines.bind(options), options)
 
 

@@ -13,7 +13,7 @@ import sys
 import threading
 
 from server.launch import ServeOptions
-from server.ray_serve.app import ScaleOut, application
+from server.ray_serve.app import LOGGING, ScaleOut, application
 
 APP_NAME = "structgen"
 
@@ -27,7 +27,7 @@ def serve_replicated(options: ServeOptions, scale: ScaleOut, *, host: str, port:
     for sig in (signal.SIGTERM, signal.SIGINT):  # after ray.init, which sets its own
         signal.signal(sig, lambda *_: stop.set())
     try:
-        serve.start(http_options={"host": host, "port": port})
+        serve.start(http_options={"host": host, "port": port}, logging_config=LOGGING)
         serve.run(application(options, scale), name=APP_NAME, route_prefix="/", blocking=False)
         print(f"structgen serve: {scale.replicas} engine replicas on http://{host}:{port}/v1 (Ray Serve)",
               file=sys.stderr, flush=True)

@@ -7,6 +7,11 @@ starts or joins. Must not import Ray.
   once a second instead of ten times: at ten, it alone took 13% of a core while idle
   (a sixth of a 2-core machine's CPU), and a replica's death or an autoscaling decision
   waits at most a second more.
+- Ray Serve's processes run each one event loop, not a thread and a loop per role: by
+  default a replica runs its callable on a loop in a second thread and a deployment
+  handle routes on a third, and each message a stream sends crosses those threads. On 2
+  cores that cost one replica about a sixth of Ray's share of the CPU. Request-path logs
+  are written in batches rather than line by line (access logs are off: app.py).
 - Joining a cluster at an address: Ray leaves its cluster token out of a driver's calls
   unless `RAY_AUTH_MODE=token`, and a cluster started by `ray start` wants it (one
   without auth ignores it). So where Ray would find a token, the mode is token.
@@ -19,7 +24,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-QUIET_CLUSTER = {"RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "1.0", "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000"}
+QUIET_CLUSTER = {
+    "RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "1.0",
+    "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000",
+    "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+    "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+    "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1000",
+}
 
 
 def prepare(ray_address: str | None) -> None:
