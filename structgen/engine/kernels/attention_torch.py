@@ -160,15 +160,17 @@ def _prefill_attention(query, k_cache, v_cache, meta: AttentionMetadata, b: int,
     start = first_tile * PREFILL_TILE
     padded = query.new_zeros(end - start, *query.shape[1:])
     padded[seq_len - q_len - start : seq_len - start] = query
-    gqa = query.shape[1] != keys.shape[0]
+    group = query.shape[1] // keys.shape[0]
+    if group > 1:  # grouped-query attention: each KV head once per query head, for all tiles
+        keys, values = keys.repeat_interleave(group, dim=0), values.repeat_interleave(group, dim=0)
     mask = _tile_mask(query.dtype, query.device)
     out = []
     for tile in range(first_tile, end_tile):
         n = (tile + 1) * PREFILL_TILE
-        rows = padded[tile * PREFILL_TILE - start : n - start].transpose(0, 1).contiguous()  # [heads, tile, d]
-        tile_mask = F.pad(mask, (n - PREFILL_TILE, 0))  # earlier keys: all visible
-        out.append(F.scaled_dot_product_attention(rows, keys[:, :n], values[:, :n], attn_mask=tile_mask,
-                                                  scale=scale, enable_gqa=gqa))
+        rows = padded[tile * PREFILL_TILE - start : n - start].transpose(0, 1)  # [heads, tile, d]
+        scores = torch.matmul(rows * scale, keys[:, :n].transpose(1, 2))  # [heads, tile, n]
+        scores[:, :, n - PREFILL_TILE :] += mask  # earlier keys: all visible
+        out.append(torch.matmul(scores.softmax(dim=-1), values[:, :n]))
     out = torch.cat(out, dim=1).transpose(0, 1)
     return out[seq_len - q_len - start : seq_len - start]
 
