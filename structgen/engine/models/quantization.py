@@ -14,10 +14,11 @@ or the device cannot run (`QuantizationError`, naming the layer or the capabilit
   activations scaled to e4m3 on the fly; other devices are refused.
 - "native": a GGUF file's 4- and 8-bit layers as stored (see `quantize_model`); any
   other layer or checkpoint stays float.
-- None or "float": none; the weights stay in the engine's dtype. Not yet "native" by
-  default: with bfloat16 activations, the last-bit differences between a prefill that
-  reuses cached blocks and one that does not grow to logit differences near 0.01, so a
-  seeded request repeated on a cache hit may draw another token.
+- None or "float": none; the weights stay in the engine's dtype (the default). With
+  bfloat16 activations a last-bit difference upstream can round a layer's input the other
+  way: prefill attention is computed so that a prefix-cache hit gives a cold prefill's
+  logits exactly; logits still differ in their last float32 bits with the other rows of
+  their step (the LM head's matmul), and decode attention with the other decodes.
 
 Every linear layer of the decoder is quantized. The LM head stays float: the packed
 kernels return their activations' bfloat16, and logits rounded to it (a step of 1/16 at
