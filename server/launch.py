@@ -16,7 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 from server.guard import DEFAULT_MAX_BODY_BYTES
 from structgen.compile_workers import DEFAULT_WORKERS
 from structgen.engine.async_engine import AsyncEngine
-from structgen.engine.config import DEFAULT_GROUP_SIZE
+from structgen.engine.config import AUTO, DEFAULT_GROUP_SIZE
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class ServeOptions:
     served_model_name: str | None = None
     api_key: str | None = None
     kv_cache_bytes: int | None = None
-    quantization: str | None = None
+    quantization: str | None = AUTO  # native for the embedded model on CPU, float otherwise
     quantization_group_size: int = DEFAULT_GROUP_SIZE
     max_num_seqs: int | None = None
     max_waiting: int = 512  # requests queued beyond the running batch before 429s

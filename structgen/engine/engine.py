@@ -25,7 +25,7 @@ from structgen.engine.detokenizer import IncrementalDetokenizer
 from structgen.engine.jump_forward import RETOKENIZED_TAIL, Jump, plan_jump
 from structgen.engine.masks import MIN_PATIENCE_S, GrammarMasks, patience
 from structgen.engine.models.loader import load_model
-from structgen.engine.models.quantization import NATIVE, quantize_model
+from structgen.engine.models.quantization import AUTO, FLOAT, NATIVE, quantize_model
 from structgen.engine.request import Request, RequestOutput, Status
 from structgen.engine.runner import ModelRunner
 from structgen.engine.sampler import Sampler, SamplerRow
@@ -106,14 +106,18 @@ class Engine:
     def _quantize(self, loaded, config: EngineConfig, on_gpu: bool) -> None:
         """Quantize the weights to `config.quantization`. A GGUF file's 4- and 8-bit layers
         are taken as they are stored on CPU, where the packed kernels run them ("native",
-        and "int4" where the file's groups are its own)."""
+        and "int4" where the file's groups are its own). "auto" (the default) is native
+        for the embedded model on CPU and float otherwise; `self.quantization` says which."""
         mode = config.quantization
-        if mode in (None, "float"):
+        if mode == AUTO:
+            mode = NATIVE if loaded.embedded and not on_gpu else FLOAT
+        self.quantization = FLOAT if mode is None else mode
+        if mode in (None, FLOAT):
             return
         stored = loaded.stored_linears() if not on_gpu and mode in (NATIVE, "int4") else {}
         what = "the GGUF file's own formats" if mode == NATIVE else mode
         with phase(f"quantizing the weights to {what}"):
-            quantize_model(self.model, config.quantization, config.quantization_group_size, stored)
+            quantize_model(self.model, mode, config.quantization_group_size, stored)
 
     def add_request(self, prompt_token_ids: Sequence[int], sampling_params: SamplingParams | None = None,
                     request_id: str | None = None, matcher: Any = None, *, grammar: Any = None,

@@ -34,7 +34,7 @@ class HostBatch:
     query_lens: list[int]  # [B]
     block_tables: np.ndarray  # [B, max_blocks] int32, unused entries 0
     logits_indices: np.ndarray  # token index of every chunk that samples
-    num_decodes: int  # leading sequences with exactly one new token
+    num_decodes: int  # leading decodes (`ScheduledChunk.is_decode`), one new token each
 
     @property
     def is_pure_decode(self) -> bool:
@@ -108,7 +108,7 @@ class ModelRunner:
 
 def host_batch(chunks: list[ScheduledChunk], block_size: int) -> HostBatch:
     """Flatten the step's chunks (decodes first) into host arrays."""
-    if all(c.num_new_tokens == 1 for c in chunks):
+    if all(c.is_decode for c in chunks):
         return _one_token_batch(chunks, block_size)
     return _any_batch(chunks, block_size)
 
@@ -131,13 +131,13 @@ def _any_batch(chunks: list[ScheduledChunk], bs: int) -> HostBatch:
     logits_indices = np.array(
         [query_start[i + 1] - 1 for i, c in enumerate(chunks) if c.samples], dtype=np.int64
     )
-    num_decodes = next((i for i, q in enumerate(query_lens) if q != 1), len(chunks))
+    num_decodes = next((i for i, c in enumerate(chunks) if not c.is_decode), len(chunks))
     return HostBatch(input_ids, positions, slot_mapping, query_start, seq_lens, query_lens,
                      block_tables, logits_indices, num_decodes)
 
 
 def _one_token_batch(chunks: list[ScheduledChunk], bs: int) -> HostBatch:
-    """`host_batch` when every chunk brings one token (a decode step): one array per
+    """`host_batch` when every chunk is a decode: one array per
     field from Python lists, no numpy call per sequence. On a GPU the graph replay waits
     for this, and the general path's per-sequence calls cost ~0.5 ms at batch 64."""
     requests = [c.request for c in chunks]

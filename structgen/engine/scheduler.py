@@ -33,10 +33,16 @@ class ScheduledChunk:
         """Whether this chunk reaches the request's last token, so a token is sampled."""
         return self.request.num_computed_tokens + self.num_new_tokens == self.request.num_tokens
 
+    @property
+    def is_decode(self) -> bool:
+        """One token past the prompt. A prompt's one remaining token (after a prefix-cache
+        hit or a chunk) is a prefill, so that it is computed as a cold prefill computes it."""
+        return self.num_new_tokens == 1 and self.request.num_computed_tokens >= self.request.num_prompt_tokens
+
 
 @dataclass
 class SchedulerOutput:
-    chunks: list[ScheduledChunk]  # decodes (one new token) first
+    chunks: list[ScheduledChunk]  # decodes (`ScheduledChunk.is_decode`) first
     preempted: list[Request]
 
     @property
@@ -77,7 +83,7 @@ class Scheduler:
                 break  # the request preempted itself: nothing newer is left running
         if not preempted:
             budget = self._admit_waiting(budget, chunks)
-        chunks.sort(key=lambda c: c.num_new_tokens != 1)  # stable: decodes first
+        chunks.sort(key=lambda c: not c.is_decode)  # stable: decodes first
         return SchedulerOutput(chunks, preempted)
 
     def _reserve_or_preempt(self, request: Request, num_new: int, preempted: list[Request]) -> bool:

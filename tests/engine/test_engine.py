@@ -291,7 +291,7 @@ def test_one_token_steps_flatten_like_any_step():
             table = rng.sample(range(1000), -(-total // 16) + rng.randrange(2))
             request = SimpleNamespace(num_computed_tokens=total - 1, all_token_ids=[rng.randrange(500) for _ in range(total)],
                                       block_table=table)
-            chunks.append(SimpleNamespace(request=request, num_new_tokens=1, samples=rng.random() < 0.9))
+            chunks.append(SimpleNamespace(request=request, num_new_tokens=1, is_decode=True, samples=rng.random() < 0.9))
         fast, general = runner._one_token_batch(chunks, 16), runner._any_batch(chunks, 16)
         for name in ("input_ids", "positions", "slot_mapping", "query_start", "block_tables", "logits_indices"):
             a, b = getattr(fast, name), getattr(general, name)

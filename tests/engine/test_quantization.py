@@ -19,7 +19,7 @@ from structgen.engine.config import EngineConfig
 from structgen.engine.models import gguf_weights, quantization
 from structgen.engine.models.quantization import QuantizationError, quantize_model, quantized_linear
 from structgen.engine.sampling_params import SamplingParams
-from tests.engine.tiny_models import TINY_SMOLLM_SHAPE
+from tests.engine.tiny_models import TINY_SMOLLM_SHAPE, make_checkpoint
 
 SHAPES = [(64, 96), (576, 1536), (48, 256)]  # (out, in): square-ish, the embedded model's MLP, thin
 
@@ -186,6 +186,23 @@ def test_the_embedded_gguf_is_read_as_stored_and_matches_its_float_conversion(tm
         assert np.array_equal(stored[f"layers.{layer}.mlp.down"].dequantize(), floats[hf + "mlp.down_proj.weight"])
     cached = gguf_weights.stored_linears(path, 9, 3, cache=tmp_path / "stored.safetensors")
     assert np.array_equal(cached["layers.5.attn.qkv"].q, stored["layers.5.attn.qkv"].q)
+
+
+def test_the_default_is_native_for_the_embedded_model_only(tmp_path):
+    """"auto", the default, runs the embedded model's GGUF layers as stored on CPU; None,
+    "float" and any other checkpoint stay float."""
+    assert EngineConfig().quantization == "auto"
+    default = Engine(kv_cache_bytes=16 << 20)
+    assert default.quantization == "native"
+    assert isinstance(default.model.layers[0].attn.qkv, quantization.Int4Linear)
+    for mode in (None, "float"):
+        engine = Engine(quantization=mode, kv_cache_bytes=16 << 20)
+        assert engine.quantization == "float" and type(engine.model.layers[0].attn.qkv) is nn.Linear
+    make_checkpoint("llama", tmp_path)
+    other = Engine(str(tmp_path), kv_cache_bytes=1 << 20)
+    assert other.quantization == "float" and type(other.model.layers[0].attn.qkv) is nn.Linear
+    with pytest.raises(QuantizationError, match="resolved by the engine"):
+        quantize_model(other.model, "auto")
 
 
 def test_native_runs_the_embedded_files_4_bit_layers_as_stored():

@@ -27,6 +27,15 @@ from structgen.engine.kernels.elementwise_torch import (  # noqa: F401
     silu_mul,
 )
 
+# Prefill queries are computed in tiles of this many positions, aligned to multiples of it
+# from position 0, each padded to the full tile and attending to exactly the keys before
+# its end. A position's attention is then the same operations on the same values whether
+# its context was computed in this step, in an earlier chunk or came from the prefix
+# cache: the matmuls' results for a row depend on the number of rows and keys they are
+# given, and a last-bit difference here becomes a different bfloat16 rounding in the
+# packed quantized layers downstream.
+PREFILL_TILE = 64
+
 
 @dataclass
 class AttentionMetadata:
@@ -140,22 +149,40 @@ def _decode_attention(query, k_cache, v_cache, meta: AttentionMetadata, scale: f
 
 
 def _prefill_attention(query, k_cache, v_cache, meta: AttentionMetadata, b: int, scale: float):
-    """New tokens of sequence b over its cached prefix plus themselves."""
+    """New tokens of sequence b over its cached prefix plus themselves, one query tile at a
+    time (see `PREFILL_TILE`)."""
     q_len, seq_len = query.shape[0], meta.seq_lens_cpu[b]
+    first_tile, end_tile = (seq_len - q_len) // PREFILL_TILE, -(-seq_len // PREFILL_TILE)
+    end = end_tile * PREFILL_TILE
     blocks = meta.block_tables[b, : -(-seq_len // k_cache.shape[1])].long()
-    keys = _gather_blocks(k_cache, blocks)[:seq_len].transpose(0, 1)  # [kvh, L, d]
-    values = _gather_blocks(v_cache, blocks)[:seq_len].transpose(0, 1)
-    q = query.transpose(0, 1)  # [heads, q_len, d]
-    gqa = q.shape[0] != keys.shape[0]
-    if q_len == seq_len:
-        out = F.scaled_dot_product_attention(
-            q, keys.to(q.dtype), values.to(q.dtype), is_causal=True, scale=scale, enable_gqa=gqa
-        )
-    else:
-        prefix = seq_len - q_len
-        rows = torch.arange(q_len, device=q.device)[:, None] + prefix
-        mask = torch.arange(seq_len, device=q.device)[None, :] <= rows
-        out = F.scaled_dot_product_attention(
-            q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, scale=scale, enable_gqa=gqa
-        )
-    return out.transpose(0, 1)
+    keys = _keys_up_to(_gather_blocks(k_cache, blocks), seq_len, end)  # [kvh, end, d]
+    values = _keys_up_to(_gather_blocks(v_cache, blocks), seq_len, end)
+    start = first_tile * PREFILL_TILE
+    padded = query.new_zeros(end - start, *query.shape[1:])
+    padded[seq_len - q_len - start : seq_len - start] = query
+    group = query.shape[1] // keys.shape[0]
+    if group > 1:  # grouped-query attention: each KV head once per query head, for all tiles
+        keys, values = keys.repeat_interleave(group, dim=0), values.repeat_interleave(group, dim=0)
+    mask = _tile_mask(query.dtype, query.device)
+    out = []
+    for tile in range(first_tile, end_tile):
+        n = (tile + 1) * PREFILL_TILE
+        rows = padded[tile * PREFILL_TILE - start : n - start].transpose(0, 1)  # [heads, tile, d]
+        scores = torch.matmul(rows * scale, keys[:, :n].transpose(1, 2))  # [heads, tile, n]
+        scores[:, :, n - PREFILL_TILE :] += mask  # earlier keys: all visible
+        out.append(torch.matmul(scores.softmax(dim=-1), values[:, :n]))
+    out = torch.cat(out, dim=1).transpose(0, 1)
+    return out[seq_len - q_len - start : seq_len - start]
+
+
+def _keys_up_to(gathered: torch.Tensor, seq_len: int, end: int) -> torch.Tensor:
+    """A sequence's first `seq_len` cached keys (or values) [L, kvh, d] as [kvh, end, d],
+    zeros past `seq_len`: what a tile ending at `end` attends to, masked beyond its rows."""
+    keys = gathered[:seq_len].transpose(0, 1)
+    return F.pad(keys, (0, 0, 0, end - seq_len)) if end > seq_len else keys
+
+
+def _tile_mask(dtype: torch.dtype, device) -> torch.Tensor:
+    """The additive causal mask of a tile's rows over its own keys [tile, tile]."""
+    mask = torch.full((PREFILL_TILE, PREFILL_TILE), float("-inf"), dtype=dtype, device=device)
+    return mask.triu_(1)

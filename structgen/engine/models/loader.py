@@ -50,6 +50,7 @@ class LoadedModel:
     name: str
     folder: Path | None  # where a tokenizer may be found
     gguf: Path | None = None  # the GGUF file the weights came from
+    embedded: bool = False  # the embedded default model (no source named)
 
     def stored_linears(self) -> dict:
         """The linear layers as the GGUF file stores them (`gguf_weights.stored_linears`,
@@ -83,7 +84,7 @@ def load_model(
         config = ModelConfig.from_hf(_read_config(folder))
         model = _build(config, dtype, device, max_positions)
         _load_safetensors(model, config, folder)
-    return LoadedModel(model, config, name, folder, gguf=_gguf_source(source))
+    return LoadedModel(model, config, name, folder, gguf=_gguf_source(source), embedded=source is None)
 
 
 def _gguf_source(source: Any) -> Path | None:
