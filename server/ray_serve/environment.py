@@ -9,9 +9,9 @@ starts or joins. Must not import Ray.
   waits at most a second more.
 - Ray Serve's processes run each one event loop, not a thread and a loop per role: by
   default a replica runs its callable on a loop in a second thread and a deployment
-  handle routes on a third, and each message a stream sends crosses those threads. On 2
-  cores that cost one replica about a sixth of Ray's share of the CPU. Request-path logs
-  are written in batches rather than line by line (access logs are off: app.py).
+  handle routes on a third, and each message a stream sends crosses those threads.
+  Request-path logs are written in batches rather than line by line (access logs are
+  off: app.py).
 - Joining a cluster at an address: Ray leaves its cluster token out of a driver's calls
   unless `RAY_AUTH_MODE=token`, and a cluster started by `ray start` wants it (one
   without auth ignores it). So where Ray would find a token, the mode is token.
