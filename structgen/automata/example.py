@@ -49,6 +49,11 @@ class _Writer:
         self.limit = limit
         self.active: dict[int, int] = {}  # rule -> times it is being written within itself
         self.structure: dict[int, bool] = {}  # memo of `_is_structure`, by node id
+        # Choices that depend only on the node (IR nodes are shared, and a string's
+        # character is written many times): an Alt's branch by (id, plain), a Graph's
+        # labels by id
+        self.branches: dict[tuple[int, bool], ir.Node] = {}
+        self.routes: dict[int, list[ir.Node]] = {}
 
     def has_structure(self, node: ir.Node) -> bool:
         return _is_structure(node, self.structure)
@@ -70,11 +75,21 @@ class _Writer:
             for item in node.items:
                 self.write(item, depth, plain)
         elif isinstance(node, ir.Alt):
-            self.write(self._branch(node, plain or depth > 0), depth, plain)
+            nested = plain or depth > 0
+            branch = self.branches.get((id(node), nested))
+            if branch is None:
+                branch = self.branches[id(node), nested] = self._branch(node, nested)
+            self.write(branch, depth, plain)
         elif isinstance(node, ir.Repeat):
             self._repeat(node, depth)
         elif isinstance(node, ir.Graph):
-            self._graph(node, depth)
+            route = self.routes.get(id(node))
+            if route is None:
+                route = self.routes[id(node)] = self._route(node)
+            for label in route:
+                if label is None:
+                    raise _Stop
+                self.write(label, depth)
         elif isinstance(node, ir.Members):
             self._members(node, depth)
         elif isinstance(node, ir.Ref):
@@ -117,16 +132,17 @@ class _Writer:
         for _ in range(count):
             self.write(node.item, depth)
 
-    def _graph(self, graph: ir.Graph, depth: int) -> None:
-        """A path from start to a final state through states not visited yet, taking at
-        each one an edge with structure in its label (the next property's value, an array
-        element), else an edge into a final state, else any labelled edge (a separator),
-        else an epsilon edge (skipping what the example writes anyway); failing all, the
-        shortest way out. At the start only, an edge whose next state goes on with
-        structure comes before the way out: a map (an object of undeclared properties
-        only) is written with one property, not empty."""
+    def _route(self, graph: ir.Graph) -> list[ir.Node]:
+        """The labels of a path from start to a final state through states not visited
+        yet, taking at each one an edge with structure in its label (the next property's
+        value, an array element), else an edge into a final state, else any labelled
+        edge (a separator), else an epsilon edge (skipping what the example writes
+        anyway); failing all, the shortest way out. At the start only, an edge whose
+        next state goes on with structure comes before the way out: a map (an object of
+        undeclared properties only) is written with one property, not empty. None
+        last: the path cannot end (the example stops there)."""
         live, adjacency = self.nfa.graph_live(graph)
-        state, seen = graph.start, {graph.start}
+        state, seen, labels = graph.start, {graph.start}, []
 
         def leads_to_structure(dst: int) -> bool:
             return any(d in live and d not in seen and lab is not None and self.has_structure(lab)
@@ -143,16 +159,14 @@ class _Writer:
                 or next(iter(moves), None)
             )
             if choice is None:
-                if state in graph.finals:
-                    return
-                for _, label in _shortest_exit(graph, adjacency, live, state):
-                    if label is not None:
-                        self.write(label, depth)
-                return
+                if state not in graph.finals:
+                    exit_path = _shortest_exit(graph, adjacency, live, state)
+                    labels += [None] if exit_path is None else [label for _, label in exit_path if label is not None]
+                return labels
             state, label = choice
             seen.add(state)
             if label is not None:
-                self.write(label, depth)
+                labels.append(label)
 
     def _members(self, node: ir.Members, depth: int) -> None:
         """The declared members in order, no undeclared one, then the closing bracket."""
@@ -179,7 +193,8 @@ class _Writer:
 
 
 def _shortest_exit(graph: ir.Graph, adjacency: dict, live, state: int) -> list:
-    """The edges (dst, label) of a shortest path from `state` to a final state."""
+    """The edges (dst, label) of a shortest path from `state` to a final state; None
+    where there is none."""
     back = {state: None}
     queue = deque([state])
     while queue:
@@ -195,7 +210,7 @@ def _shortest_exit(graph: ir.Graph, adjacency: dict, live, state: int) -> list:
             if dst in live and dst not in back:
                 back[dst] = (cur, label)
                 queue.append(dst)
-    raise _Stop
+    return None
 
 
 def _pick_byte(ranges) -> int:
@@ -209,11 +224,11 @@ def _is_structure(node: ir.Node, memo: dict[int, bool]) -> bool:
     """Whether a node holds more than characters: an object, an array, a string value
     (a repeated character), a rule -- not a letter, a digit run, an escape or a space.
     (Only a Ref can lead back to a node above it, and a Ref is structure: no cycles.)"""
-    if isinstance(node, (ir.Bytes, ir.ByteSet)) or ir.is_lexeme(node):
-        return False
     got = memo.get(id(node))
     if got is None:
-        if isinstance(node, (ir.Concat, ir.Alt)):
+        if isinstance(node, (ir.Bytes, ir.ByteSet)) or ir.is_lexeme(node):
+            got = False
+        elif isinstance(node, (ir.Concat, ir.Alt)):
             got = any(_is_structure(item, memo) for item in node.items)
         elif isinstance(node, ir.Repeat):
             got = ir.is_lexeme(node.item) or _is_structure(node.item, memo)

@@ -169,11 +169,11 @@ def test_warm_ignores_offsets_outside_the_data(smollm2_vocab):
     assert grammar.warm(b'{"a": "x"}', [-3, 2, 99], budget_s=5.0) == 1
 
 
-def test_the_automatic_budget_warms_along_the_example_inside_names_too(smollm2_vocab):
+def test_a_given_budget_warms_along_the_example_inside_names_too(smollm2_vocab):
     """The default, warm_s=None (the compile's own time, 1 ms at least), warms the
-    example's boundaries, then its other bytes: the state inside a property name, where
-    a token such as `{"tit` ends, has its mask before any decoding. warm_s=0 warms
-    nothing."""
+    example's boundaries and the likely token starts; a budget given (warm_s=5) also
+    its other bytes: the state inside a property name, where a token such as `{"tit`
+    ends, has its mask before any decoding. warm_s=0 warms nothing."""
     schema = {"type": "object", "properties": {"title": {"type": "string"}, "n": {"type": "integer"}},
               "required": ["title", "n"], "additionalProperties": False}
     structgen.clear_cache()
@@ -186,6 +186,8 @@ def test_the_automatic_budget_warms_along_the_example_inside_names_too(smollm2_v
     structgen.clear_cache()
     inside = generous.dfa.walk(generous.dfa.start, b'{"tit')
     assert inside >= 0 and inside in generous._tables
+    key_start, mid_name = (grammar.dfa.walk(grammar.dfa.start, prefix) for prefix in (b'{"', b'{"tit'))
+    assert key_start in grammar._tables and mid_name not in grammar._tables  # "title" is one token
 
 
 def test_a_map_is_written_with_one_property(smollm2_vocab):
