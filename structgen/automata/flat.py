@@ -49,6 +49,7 @@ from structgen.automata import kernels
 from structgen.automata.dfa import DEAD, TableDFA
 from structgen.automata.flat_tokens import FlatTokens
 from structgen.automata.item_sets import MAX_STATE_ITEMS, too_ambiguous
+from structgen.automata.liveness import Liveness
 from structgen.automata.nfa import MAX_RULE_NESTING, LazyNFA
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
@@ -356,6 +357,49 @@ class FlatIR:
             block.kind, block.a, block.b, block.c, block.kids, block.data, block.bitsets, block.nonempty,
             block.g_final, block.g_edge_start, block.g_dst, block.g_label, block.g_live, block.g_free,
         )
+        # the ids of the IR's objects: those flattened here, and the shared nodes' block
+        # (whose ids never change; read when asked, so that no old block is kept alive)
+        self._node_ids: tuple[dict[int, int], _SharedNodes] | None = (flattener.ids, SHARED)
+
+    def liveness(self) -> "FlatLiveness":
+        """Which nodes of the flattened IR are non-empty, for the Python code that reads
+        the IR's objects (`nfa.LazyNFA`, covering examples). Only in the process that
+        flattened it, while the IR lives."""
+        if self._node_ids is None:
+            raise RuntimeError("a FlatIR sent from another process has no liveness of IR objects")
+        own, shared = self._node_ids
+        return FlatLiveness(own, shared, self.nonempty, self.arrays[12], self.arrays[1])
+
+    def __getstate__(self) -> dict:
+        """Sent to another process without the ids of the IR's objects (meaningless there)."""
+        return {**self.__dict__, "_node_ids": None}
+
+
+class FlatLiveness(Liveness):
+    """`liveness.Liveness` read from a FlatIR's arrays, which `flat_kernels.liveness`
+    has worked out (`nonempty` per node, `g_live` per graph state)."""
+
+    def __init__(self, own_ids: dict[int, int], shared: "_SharedNodes", nonempty: np.ndarray, g_live: np.ndarray,
+                 graph_offset: np.ndarray):
+        super().__init__()
+        self._own_ids = own_ids
+        self._shared = shared
+        self._nonempty = nonempty.tobytes()
+        self._g_live = g_live.tobytes()
+        self._graph_offset = graph_offset  # per node, where a Graph's states start in `g_live`
+
+    def _index(self, node: ir.Node) -> int:
+        key = id(node)
+        index = self._own_ids.get(key)
+        return self._shared.base().ids[key] if index is None else index
+
+    def nonempty(self, node: ir.Node) -> bool:
+        return self._nonempty[self._index(node)] != 0
+
+    def live_states(self, graph: ir.Graph) -> frozenset[int]:
+        offset = int(self._graph_offset[self._index(graph)])
+        live = self._g_live[offset: offset + graph.num_states]
+        return frozenset(state for state, flag in enumerate(live) if flag)
 
 
 class _SharedNodes:
