@@ -427,7 +427,7 @@ class FlatIR:
         if self._node_ids is None:
             raise RuntimeError("a FlatIR sent from another process has no liveness of IR objects")
         own, shared = self._node_ids
-        return FlatLiveness(own, shared, self.nonempty, self.arrays[12], self.arrays[1])
+        return FlatLiveness(own, shared, self.arrays)
 
     def __getstate__(self) -> dict:
         """Sent to another process without the ids of the IR's objects (meaningless there)."""
@@ -438,14 +438,14 @@ class FlatLiveness(Liveness):
     """`liveness.Liveness` read from a FlatIR's arrays, which `flat_kernels.liveness`
     has worked out (`nonempty` per node, `g_live` per graph state)."""
 
-    def __init__(self, own_ids: dict[int, int], shared: "_SharedNodes", nonempty: np.ndarray, g_live: np.ndarray,
-                 graph_offset: np.ndarray):
+    def __init__(self, own_ids: dict[int, int], shared: "_SharedNodes", arrays: tuple[np.ndarray, ...]):
         super().__init__()
         self._own_ids = own_ids
         self._shared = shared
-        self._nonempty = nonempty.tobytes()
-        self._g_live = g_live.tobytes()
-        self._graph_offset = graph_offset  # per node, where a Graph's states start in `g_live`
+        self._answers: dict[int, bool] = {}  # nonempty, by node id
+        self._graph_offset = arrays[1]  # per node, where a Graph's states start
+        self._nonempty = arrays[7].tobytes()
+        self._edge_start, self._edge_label, self._g_live = arrays[9], arrays[11], arrays[12].tobytes()
 
     def _index(self, node: ir.Node) -> int:
         key = id(node)
@@ -453,12 +453,35 @@ class FlatLiveness(Liveness):
         return self._shared.base().ids[key] if index is None else index
 
     def nonempty(self, node: ir.Node) -> bool:
-        return self._nonempty[self._index(node)] != 0
+        answer = self._answers.get(id(node))
+        if answer is None:
+            answer = self._answers[id(node)] = self._nonempty[self._index(node)] != 0
+        return answer
+
+    def _states(self, graph: ir.Graph) -> tuple[int, bytes]:
+        """Where a graph's states start in the flat arrays, and which are live."""
+        offset = int(self._graph_offset[self._index(graph)])
+        return offset, self._g_live[offset: offset + graph.num_states]
 
     def live_states(self, graph: ir.Graph) -> frozenset[int]:
-        offset = int(self._graph_offset[self._index(graph)])
-        live = self._g_live[offset: offset + graph.num_states]
-        return frozenset(state for state, flag in enumerate(live) if flag)
+        return frozenset(state for state, flag in enumerate(self._states(graph)[1]) if flag)
+
+    def graph_live(self, graph: ir.Graph) -> tuple[frozenset[int], dict[int, list]]:
+        """See Liveness.graph_live: the labels' liveness read from the flattened edges,
+        which are the graph's grouped by source state (`_Flattener.fill_graph`)."""
+        cached = self._graph_live.get(id(graph))
+        if cached is not None:
+            return cached
+        offset, live = self._states(graph)
+        labels = self._edge_label[self._edge_start[offset]: self._edge_start[offset + graph.num_states]].tolist()
+        nonempty = self._nonempty
+        adjacency: dict[int, list] = {}
+        for (s, d, label), label_id in zip(sorted(graph.edges, key=_SOURCE), labels):
+            if live[s] and live[d] and (label_id < 0 or nonempty[label_id]):
+                adjacency.setdefault(s, []).append((d, label))
+        states = frozenset(state for state, flag in enumerate(live) if flag)
+        result = self._graph_live[id(graph)] = (states, adjacency)
+        return result
 
 
 class _SharedNodes:
