@@ -245,8 +245,9 @@ def front(kind: str, make_ir: Callable[[float], ir.Node], max_states: int, deadl
             "(raise max_states, or tighten large bounds such as maxLength/maxItems)"
         )
     try:
-        nfa = LazyNFA(node, deadline=deadline)
-        flat = _flattened(nfa)
+        flat = _flattened(node)
+        # with a flat IR, the NFA takes its liveness from there (computed in compiled code)
+        nfa = LazyNFA(node, deadline=deadline, liveness=None if flat is None else flat.liveness())
     except RecursionError:  # within the input nesting limits this is a bug; still the user's error
         raise GrammarTooLargeError(f"the {kind} is nested too deeply to compile") from None
     if nfa.is_empty_language:
@@ -259,11 +260,11 @@ def front(kind: str, make_ir: Callable[[float], ir.Node], max_states: int, deadl
     return Front(flat, None, None if flat is not None else node, False, example, stats)
 
 
-def _flattened(nfa: LazyNFA) -> FlatIR | None:
-    if not _flat_automaton() or nfa.is_empty_language:
+def _flattened(node: ir.Node) -> FlatIR | None:
+    if not _flat_automaton():
         return None
     try:
-        return FlatIR(nfa.root)
+        return FlatIR(node)
     except FlatUnsupported:  # huge IRs, wide objects with a huge count bound
         return None
 

@@ -42,6 +42,8 @@ vocabularies or the engine.
 from __future__ import annotations
 
 import threading
+from itertools import accumulate
+from operator import itemgetter
 
 import numpy as np
 
@@ -49,6 +51,7 @@ from structgen.automata import kernels
 from structgen.automata.dfa import DEAD, TableDFA
 from structgen.automata.flat_tokens import FlatTokens
 from structgen.automata.item_sets import MAX_STATE_ITEMS, too_ambiguous
+from structgen.automata.liveness import Liveness
 from structgen.automata.nfa import MAX_RULE_NESTING, LazyNFA
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
@@ -153,6 +156,10 @@ class _Flattener:
         got = self.ids.get(key)
         return self.base.ids[key] if got is None else got
 
+    def _ids_of(self, nodes) -> list[int]:
+        own, base = self.ids, self.base.ids
+        return [own[key] if key in own else base[key] for key in map(id, nodes)]
+
     def new_nodes(self, root: ir.Node, limit: int) -> tuple[list[ir.Node], list[ir.Stepper]]:
         """The nodes reachable from `root` that have no id yet, and the Steppers among
         them (kept apart: a Stepper takes the id of its plain() form)."""
@@ -167,89 +174,107 @@ class _Flattener:
             if key in known or key in base or key in met:
                 continue
             met.add(key)
-            if isinstance(node, ir.Stepper):
-                steppers.append(node)
-                pending.append(node.plain())
-                continue
-            if isinstance(node, ir.Members) and _wide(node) and (node.cap + 1).bit_length() > MAX_MEMBERS_CAP_BITS:
-                raise FlatUnsupported(f"objects in any order with {len(node.firsts)} properties and up to {node.cap}")
+            cls = node.__class__
+            if cls is not ir.Concat and cls is not ir.Alt and cls is not ir.Bytes and cls is not ir.ByteSet:
+                if isinstance(node, ir.Stepper):
+                    steppers.append(node)
+                    pending.append(node.plain())
+                    continue
+                _check_members(node)
             if len(order) >= limit:
                 raise FlatUnsupported(f"more than {limit:,} IR nodes")
             order.append(node)
-            pending.extend(_children(node))
+            if cls is ir.Concat or cls is ir.Alt:
+                pending += node.items
+            elif cls is ir.Graph:
+                pending += _graph_children(node)
+            elif cls is not ir.Bytes and cls is not ir.ByteSet:
+                pending += _children(node)
         return order, steppers
 
     def add(self, nodes: list[ir.Node], steppers: list[ir.Stepper]) -> None:
         """Give `nodes` the next ids and `steppers` their plain forms' ids, then fill in
         the nodes' fields: rules may refer to themselves, so every id must exist before
         any node lists its children."""
-        start = len(self.kind)
-        for offset, node in enumerate(nodes):
-            self.ids[id(node)] = self._first + start + offset
+        first = self._first + len(self.kind)
+        self.ids.update(zip(map(id, nodes), range(first, first + len(nodes))))
         for stepper in steppers:
             self.ids[id(stepper)] = self.id_of(stepper.plain())
-        n = len(nodes)
-        self.kind += [0] * n
-        self.a += [0] * n
-        self.b += [0] * n
-        self.c += [-1] * n
-        self.node_twin += [-1] * n
-        for offset, node in enumerate(nodes):
-            self._fill(start + offset, node)
+        fills = _FILLS
+        for node in nodes:
+            (fills.get(node.__class__) or _fill_of(node))(self, node)
 
-    def _fill(self, i: int, node: ir.Node) -> None:
-        """Write node `node`'s fields at index i of the own lists."""
-        if isinstance(node, ir.Bytes):
-            self.kind[i] = K_BYTES
-            self.a[i], self.b[i] = self._data0 + len(self.data), len(node.data)
-            self.data += node.data
-        elif isinstance(node, ir.ByteSet):
-            self.kind[i] = K_BYTESET
-            self.a[i] = self._bitset_row(node.ranges)
-        elif isinstance(node, (ir.Concat, ir.Alt)):
-            self.kind[i] = K_CONCAT if isinstance(node, ir.Concat) else K_ALT
-            self.a[i], self.b[i] = self._kids0 + len(self.kids), len(node.items)
-            self.kids += [self.id_of(k) for k in node.items]
-        elif isinstance(node, ir.Repeat):
-            self.kind[i] = K_REPEAT
-            self.a[i], self.b[i] = self.id_of(node.item), node.min
-            self.c[i] = -1 if node.max is None else node.max
-            if node.twin is not None:
-                self.node_twin[i] = self.id_of(node.twin)
-        elif isinstance(node, ir.Graph):
-            self.kind[i] = K_GRAPH
-            self.a[i], self.b[i], self.c[i] = self._graph0 + len(self.g_final), node.start, node.num_states
-            finals = set(node.finals)
-            edges: list[list] = [[] for _ in range(node.num_states)]
-            for src, dst, label in node.edges:
-                edges[src].append((dst, -1 if label is None else self.id_of(label)))
-            counted = node.counted
-            twin = -1 if counted is None else self.id_of(counted.twin)
-            for state in range(node.num_states):
-                if counted is None or counted.twin_state[state] < 0:
-                    self.g_counted.append((-1, -1, 0, 0))
-                else:
-                    self.g_counted.append((twin, counted.twin_state[state], counted.count[state], counted.zone_top))
-                self.g_final.append(state in finals)
-                self.g_free.append(self._bits_row(node.free[state]) if node.free and node.free[state] else -1)
-                for dst, label in edges[state]:
-                    self.g_dst.append(dst)
-                    self.g_label.append(label)
-                self.g_edge_end.append(self._edges0 + len(self.g_dst))
-        elif isinstance(node, ir.Ref):
-            self.kind[i] = K_REF
-            self.a[i] = self.id_of(node.target)
-        elif isinstance(node, ir.Members):
-            self.kind[i] = K_MEMBERS
-            self.a[i], self.b[i], self.c[i] = self._kids0 + len(self.kids), len(node.firsts), node.cap
-            self.kids += [self.id_of(k) for k in (*node.firsts, *node.laters, node.close_none, node.close_some)]
-            self.kids += [-1 if k is None else self.id_of(k) for k in (node.extra_first, node.extra_later)]
-            self.kids += [node.min_count, -1 if node.max_count is None else node.max_count]
-            words = -(-len(node.firsts) // MASK_BITS) if _wide(node) else 0
-            self.kids.append(words)
-            self.kids += [node.required_mask >> (MASK_BITS * w) & ((1 << MASK_BITS) - 1) for w in range(max(words, 1))]
-        else:
-            raise FlatUnsupported(f"IR node {type(node).__name__}")
+    def _append(self, kind: int, a: int, b: int = 0, c: int = -1, twin: int = -1) -> None:
+        """The next node's fields."""
+        self.kind.append(kind)
+        self.a.append(a)
+        self.b.append(b)
+        self.c.append(c)
+        self.node_twin.append(twin)
+
+    # fill_*: a node's fields, by its class (`_FILLS`)
+
+    def fill_bytes(self, node: ir.Bytes) -> None:
+        self._append(K_BYTES, self._data0 + len(self.data), len(node.data))
+        self.data += node.data
+
+    def fill_byteset(self, node: ir.ByteSet) -> None:
+        self._append(K_BYTESET, self._bitset_row(node.ranges))
+
+    def fill_concat(self, node: ir.Concat) -> None:
+        self._append(K_CONCAT, self._kids0 + len(self.kids), len(node.items))
+        self.kids += self._ids_of(node.items)
+
+    def fill_alt(self, node: ir.Alt) -> None:
+        self._append(K_ALT, self._kids0 + len(self.kids), len(node.items))
+        self.kids += self._ids_of(node.items)
+
+    def fill_repeat(self, node: ir.Repeat) -> None:
+        twin = -1 if node.twin is None else self.id_of(node.twin)
+        self._append(K_REPEAT, self.id_of(node.item), node.min, -1 if node.max is None else node.max, twin)
+
+    def fill_ref(self, node: ir.Ref) -> None:
+        self._append(K_REF, self.id_of(node.target))
+
+    def fill_graph(self, node: ir.Graph) -> None:
+        """A Graph's states, each with its edges (in the graph's order) together."""
+        n = node.num_states
+        self._append(K_GRAPH, self._graph0 + len(self.g_final), node.start, n)
+        by_source = sorted(node.edges, key=_SOURCE)  # stable: a state's edges keep their order
+        own, base = self.ids, self.base.ids
+        self.g_dst += [dst for _, dst, _ in by_source]
+        self.g_label += [-1 if label is None else own[key] if (key := id(label)) in own else base[key]
+                         for _, _, label in by_source]
+        out_degree = [0] * n
+        for src, _, _ in by_source:
+            out_degree[src] += 1
+        self.g_edge_end += accumulate(out_degree, initial=self._edges0 + len(self.g_dst) - len(by_source))
+        del self.g_edge_end[-n - 1]  # accumulate's initial value: the previous state's end
+        final = [False] * n
+        for state in node.finals:
+            final[state] = True
+        self.g_final += final
+        free = node.free
+        self.g_free += [self._bits_row(bits) if bits else -1 for bits in free] if free else [-1] * n
+        self.g_counted += self._counted_rows(node)
+
+    def _counted_rows(self, node: ir.Graph) -> list[tuple[int, int, int, int]]:
+        """Per state of a Graph, its G_COUNTED_FIELDS."""
+        counted = node.counted
+        if counted is None:
+            return [_NOT_COUNTED] * node.num_states
+        twin = self.id_of(counted.twin)
+        return [_NOT_COUNTED if twin_state < 0 else (twin, twin_state, count, counted.zone_top)
+                for twin_state, count in zip(counted.twin_state, counted.count)]
+
+    def fill_members(self, node: ir.Members) -> None:
+        self._append(K_MEMBERS, self._kids0 + len(self.kids), len(node.firsts), node.cap)
+        self.kids += self._ids_of((*node.firsts, *node.laters, node.close_none, node.close_some))
+        self.kids += [-1 if k is None else self.id_of(k) for k in (node.extra_first, node.extra_later)]
+        self.kids += [node.min_count, -1 if node.max_count is None else node.max_count]
+        words = -(-len(node.firsts) // MASK_BITS) if _wide(node) else 0
+        self.kids.append(words)
+        self.kids += [node.required_mask >> (MASK_BITS * w) & ((1 << MASK_BITS) - 1) for w in range(max(words, 1))]
 
     def _bitset_row(self, ranges: tuple) -> int:
         """The row of `bitsets` holding the bytes of `ranges` (added if new)."""
@@ -287,10 +312,45 @@ class _Flattener:
         return _Block({**self.base.ids, **self.ids}, {**self.base.bitset_of, **self.bitset_of}, raw, self.base)
 
 
+_FILLS = {
+    ir.Bytes: _Flattener.fill_bytes, ir.ByteSet: _Flattener.fill_byteset, ir.Concat: _Flattener.fill_concat,
+    ir.Alt: _Flattener.fill_alt, ir.Repeat: _Flattener.fill_repeat, ir.Graph: _Flattener.fill_graph,
+    ir.Ref: _Flattener.fill_ref, ir.Members: _Flattener.fill_members,
+}
+
+
+def _fill_of(node: ir.Node):
+    """The fill method of a node whose class is not one of `_FILLS`' own (a subclass)."""
+    for cls, fill in _FILLS.items():
+        if isinstance(node, cls):
+            return fill
+    raise FlatUnsupported(f"IR node {type(node).__name__}")
+
+
+_NOT_COUNTED = (-1, -1, 0, 0)  # a graph state's G_COUNTED_FIELDS where it has no twin
+
+_SOURCE = itemgetter(0)  # an edge's source state
+
+
+def _check_members(node: ir.Node) -> None:
+    """Refuse an object in any order whose wide mask's handle times its count's cap
+    would not fit an int64."""
+    if isinstance(node, ir.Members) and _wide(node) and (node.cap + 1).bit_length() > MAX_MEMBERS_CAP_BITS:
+        raise FlatUnsupported(f"objects in any order with {len(node.firsts)} properties and up to {node.cap}")
+
+
 def _wide(node: ir.Members) -> bool:
     """Whether a Members node's states (mask, count) do not fit one int64 as
     mask * (cap + 1) + count: its mask is then interned (`flat_kernels.wide_mask`)."""
     return (len(node.firsts) + 1) + (node.cap + 1).bit_length() > 62
+
+
+def _graph_children(graph: ir.Graph) -> list[ir.Node]:
+    """`_children` of a Graph, each label once (its last occurrence: a walk that pops
+    them from a stack meets them in the same order)."""
+    labels = {id(label): label for _, _, label in reversed(graph.edges) if label is not None}
+    twin = [] if graph.counted is None else [graph.counted.twin]
+    return [*reversed(labels.values()), *twin]
 
 
 def _children(node: ir.Node) -> list[ir.Node]:
@@ -356,6 +416,72 @@ class FlatIR:
             block.kind, block.a, block.b, block.c, block.kids, block.data, block.bitsets, block.nonempty,
             block.g_final, block.g_edge_start, block.g_dst, block.g_label, block.g_live, block.g_free,
         )
+        # the ids of the IR's objects: those flattened here, and the shared nodes' block
+        # (whose ids never change; read when asked, so that no old block is kept alive)
+        self._node_ids: tuple[dict[int, int], _SharedNodes] | None = (flattener.ids, SHARED)
+
+    def liveness(self) -> "FlatLiveness":
+        """Which nodes of the flattened IR are non-empty, for the Python code that reads
+        the IR's objects (`nfa.LazyNFA`, covering examples). Only in the process that
+        flattened it, while the IR lives."""
+        if self._node_ids is None:
+            raise RuntimeError("a FlatIR sent from another process has no liveness of IR objects")
+        own, shared = self._node_ids
+        return FlatLiveness(own, shared, self.arrays)
+
+    def __getstate__(self) -> dict:
+        """Sent to another process without the ids of the IR's objects (meaningless there)."""
+        return {**self.__dict__, "_node_ids": None}
+
+
+class FlatLiveness(Liveness):
+    """`liveness.Liveness` read from a FlatIR's arrays, which `flat_kernels.liveness`
+    has worked out (`nonempty` per node, `g_live` per graph state)."""
+
+    def __init__(self, own_ids: dict[int, int], shared: "_SharedNodes", arrays: tuple[np.ndarray, ...]):
+        super().__init__()
+        self._own_ids = own_ids
+        self._shared = shared
+        self._answers: dict[int, bool] = {}  # nonempty, by node id
+        self._graph_offset = arrays[1]  # per node, where a Graph's states start
+        self._nonempty = arrays[7].tobytes()
+        self._edge_start, self._edge_label, self._g_live = arrays[9], arrays[11], arrays[12].tobytes()
+
+    def _index(self, node: ir.Node) -> int:
+        key = id(node)
+        index = self._own_ids.get(key)
+        return self._shared.base().ids[key] if index is None else index
+
+    def nonempty(self, node: ir.Node) -> bool:
+        answer = self._answers.get(id(node))
+        if answer is None:
+            answer = self._answers[id(node)] = self._nonempty[self._index(node)] != 0
+        return answer
+
+    def _states(self, graph: ir.Graph) -> tuple[int, bytes]:
+        """Where a graph's states start in the flat arrays, and which are live."""
+        offset = int(self._graph_offset[self._index(graph)])
+        return offset, self._g_live[offset: offset + graph.num_states]
+
+    def live_states(self, graph: ir.Graph) -> frozenset[int]:
+        return frozenset(state for state, flag in enumerate(self._states(graph)[1]) if flag)
+
+    def graph_live(self, graph: ir.Graph) -> tuple[frozenset[int], dict[int, list]]:
+        """See Liveness.graph_live: the labels' liveness read from the flattened edges,
+        which are the graph's grouped by source state (`_Flattener.fill_graph`)."""
+        cached = self._graph_live.get(id(graph))
+        if cached is not None:
+            return cached
+        offset, live = self._states(graph)
+        labels = self._edge_label[self._edge_start[offset]: self._edge_start[offset + graph.num_states]].tolist()
+        nonempty = self._nonempty
+        adjacency: dict[int, list] = {}
+        for (s, d, label), label_id in zip(sorted(graph.edges, key=_SOURCE), labels):
+            if live[s] and live[d] and (label_id < 0 or nonempty[label_id]):
+                adjacency.setdefault(s, []).append((d, label))
+        states = frozenset(state for state, flag in enumerate(live) if flag)
+        result = self._graph_live[id(graph)] = (states, adjacency)
+        return result
 
 
 class _SharedNodes:

@@ -14,9 +14,8 @@ nesting depth: the same machinery is then a pushdown automaton, determinized laz
 one reached configuration at a time. Left recursion would make a closure infinite; the
 CFG front-end removes it, and `_enter` refuses what is left with a clear error.
 
-Every item can reach acceptance: subtrees with an empty language are detected once and
-never entered (for rules, by a least fixpoint over the Refs), so a mask built from
-these items has no dead ends.
+Every item can reach acceptance: subtrees with an empty language are detected once
+(`liveness`) and never entered, so a mask built from these items has no dead ends.
 
 Lexemes (`ir.mark_lexeme`: one JSON string character, in all its encodings) are not
 entered leaf by leaf: they run on one DFA shared by every grammar (`LexemeSpace`), and
@@ -34,11 +33,11 @@ Must not know about tokens, vocabularies or the engine.
 from __future__ import annotations
 
 import threading
-import time
 from bisect import bisect_left
 
 from structgen.automata.dfa import LazyDFA
 from structgen.automata.item_sets import ACCEPT, MAX_STATE_ITEMS, too_ambiguous, union
+from structgen.automata.liveness import Liveness, TreeLiveness
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 from structgen.grammar.nesting import make_room_for_deep_input
@@ -48,9 +47,12 @@ DONE = 0  # the empty continuation
 
 
 class LazyNFA:
-    def __init__(self, root: ir.Node, *, lexemes: bool = True, deadline: float | None = None):
+    def __init__(self, root: ir.Node, *, lexemes: bool = True, deadline: float | None = None,
+                 liveness: Liveness | None = None):
         """deadline: a `time.monotonic()` instant past which building it raises
-        GrammarTooLargeError (deciding which rules are non-empty may take rounds)."""
+        GrammarTooLargeError (deciding which rules are non-empty may take rounds).
+        liveness: which nodes of `root` are non-empty, where that is known already
+        (`flat.FlatLiveness`); else worked out from the IR (`TreeLiveness`)."""
         make_room_for_deep_input()  # closures recurse along the IR's nesting
         self.root = root
         self.deadline = deadline
@@ -60,110 +62,18 @@ class LazyNFA:
         self._start_moves_of: dict[tuple, tuple[list, list[int]]] = {}
         self._frames: list[tuple] = [()]  # frame id -> (kind, node, index, parent frame id)
         self._frame_ids: dict[tuple, int] = {(): DONE}
-        self._nonempty: dict[int, bool] = {}
-        self._graph_live: dict[int, tuple[frozenset[int], dict[int, list]]] = {}
-        self._members_ok: dict[int, tuple[int, bool]] = {}
         self._alt_live: dict[int, tuple] = {}
         self._closures: dict[tuple, frozenset] = {}
         self._resumes: dict[int, frozenset] = {}
         self._ref_depth = 0
         self._has_steppers = False  # set once a closure meets one (row_parts looks for them)
-        self._solve_refs(root)
+        self.liveness = liveness if liveness is not None else TreeLiveness(root, deadline)
+        # the liveness's answers, read as this NFA's own (closures ask them at every node)
+        self.nonempty = self.liveness.nonempty
+        self.graph_live = self.liveness.graph_live
+        self.members_live = self.liveness.members_live
         self.is_empty_language = not self.nonempty(root)
         self.start = frozenset() if self.is_empty_language else self.closure(root, DONE)
-
-    # ------------------------------------------------------------ language emptiness
-
-    def _solve_refs(self, root: ir.Node) -> None:
-        """Decide which rules have a non-empty language: a least fixpoint, since a rule
-        may refer to itself (`a: "x" a` alone produces nothing)."""
-        refs = ir.refs_in(root)
-        if not refs:
-            return
-        known = {id(r): False for r in refs}
-        changed = True
-        while changed:
-            changed = False
-            self._nonempty = dict(known)
-            for ref in reversed(refs):  # a rule's uses are listed before its own
-                if not known[id(ref)] and self.nonempty(ref.target):
-                    # seen at once by the rules decided after it in this round; a False
-                    # cached before it is redone next round
-                    known[id(ref)] = self._nonempty[id(ref)] = True
-                    changed = True
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                raise GrammarTooLargeError("deciding which rules can produce text exceeded the compile's budget")
-        self._nonempty = dict(known)
-        self._graph_live.clear()
-        self._members_ok.clear()
-        self._alt_live.clear()
-
-    def nonempty(self, node: ir.Node) -> bool:
-        """Whether the node's language has at least one string (memoized)."""
-        key = id(node)
-        cached = self._nonempty.get(key)
-        if cached is not None:
-            return cached
-        if isinstance(node, ir.Ref):  # only while solving: not proven non-empty yet
-            return False
-        if isinstance(node, (ir.Bytes, ir.ByteSet)):
-            result = True
-        elif isinstance(node, ir.Concat):
-            result = all(self.nonempty(item) for item in node.items)
-        elif isinstance(node, ir.Alt):
-            result = any(self.nonempty(item) for item in node.items)
-        elif isinstance(node, ir.Repeat):
-            result = node.min == 0 or self.nonempty(node.item)
-        elif isinstance(node, ir.Graph):
-            result = node.start in self.graph_live(node)[0]
-        elif isinstance(node, ir.Members):
-            result = self.members_live(node, ir.Members.START)
-        elif isinstance(node, ir.Stepper):
-            result = True  # every position can reach an end (the Stepper contract)
-        else:
-            raise TypeError(f"not an IR node: {node!r}")
-        self._nonempty[key] = result
-        return result
-
-    def members_live(self, node: ir.Members, state: tuple[int, int]) -> bool:
-        """Whether the object can still be closed from `state`: every missing required
-        entry has a value, and the member count can land in min..max."""
-        cached = self._members_ok.get(id(node))
-        if cached is None:
-            ok = sum(1 << i for i, e in enumerate(node.firsts) if self.nonempty(e))
-            extra = node.extra_first is not None and self.nonempty(node.extra_first)
-            cached = self._members_ok[id(node)] = (ok, extra)
-        ok, extra = cached
-        mask, count = state
-        missing = node.required_mask & ~mask
-        if missing & ~ok:
-            return False
-        if node.max_count is not None and count + missing.bit_count() > node.max_count:
-            return False
-        return extra or count + (ok & ~mask).bit_count() >= node.min_count
-
-    def graph_live(self, graph: ir.Graph):
-        """(live states, adjacency of usable edges) of a Graph: a state is live when a
-        final state can be reached from it through edges whose labels are non-empty."""
-        cached = self._graph_live.get(id(graph))
-        if cached is not None:
-            return cached
-        usable = [(s, d, lab) for s, d, lab in graph.edges if lab is None or self.nonempty(lab)]
-        live = set(graph.finals)
-        changed = True
-        while changed:
-            changed = False
-            for s, d, _ in usable:
-                if d in live and s not in live:
-                    live.add(s)
-                    changed = True
-        adjacency: dict[int, list] = {}
-        for s, d, lab in usable:
-            if s in live and d in live:
-                adjacency.setdefault(s, []).append((d, lab))
-        result = (frozenset(live), adjacency)
-        self._graph_live[id(graph)] = result
-        return result
 
     # ------------------------------------------------------------ continuations
 

@@ -69,6 +69,13 @@ def _other_then_tail(letters: frozenset) -> ir.Node:
     return ir.seq(ir.alt(_NON_ASCII_CHAR, _ascii_char_except(letters)), _TAIL)
 
 
+@lru_cache(maxsize=None)  # names are ASCII: 128 letters at most
+def _letter_ir(cp: int) -> ir.Node:
+    """One ASCII letter of a name in each of its JSON spellings (C.json_char_ir's node,
+    without normalizing its one-letter set again for every edge of every trie)."""
+    return C.json_char_ir(C.charset([cp]))
+
+
 def _ascii_char_except(letters: frozenset) -> ir.Node:
     """One ASCII character not in `letters`, in each JSON spelling: raw where JSON allows
     it, its short escape, `\\u00HH`."""
@@ -211,7 +218,7 @@ class StringExcept(ir.Stepper):
         edges = []
         for t, children in enumerate(self._children):
             for cp, child in children.items():
-                edges.append((t, child, C.json_char_ir(C.charset([cp]))))
+                edges.append((t, child, _letter_ir(cp)))
             edges.append((t, end, _other_then_tail(frozenset(children))))
         finals = [t for t in range(end) if not self._is_name[t]] + [end]
         free = [self.free_bytes(t) for t in range(end)] + [0]
