@@ -93,6 +93,7 @@ class TreeLiveness(Liveness):
         while changed:
             changed = False
             self._nonempty = dict(known)
+            self.forget()  # a graph's or object's answer read the rules as last round knew them
             for ref in reversed(refs):  # a rule's uses are listed before its own
                 if not known[id(ref)] and self.nonempty(ref.target):
                     # seen at once by the rules decided after it in this round; a False
