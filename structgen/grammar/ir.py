@@ -352,13 +352,20 @@ def lit(text: str | bytes) -> Node:
 
 def normalize_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """Sort and merge inclusive integer ranges; drop empty ones."""
-    merged: list[list[int]] = []
-    for lo, hi in sorted(r for r in ranges if r[0] <= r[1]):
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
+    items = sorted([r for r in ranges if r[0] <= r[1]])
+    if not items:
+        return ()
+    merged: list[tuple[int, int]] = []
+    lo, hi = items[0]
+    for a, b in items[1:]:
+        if a <= hi + 1:
+            if b > hi:
+                hi = b
         else:
-            merged.append([lo, hi])
-    return tuple((lo, hi) for lo, hi in merged)
+            merged.append((lo, hi))
+            lo, hi = a, b
+    merged.append((lo, hi))
+    return tuple(merged)
 
 
 def byteset(ranges: Iterable[tuple[int, int]]) -> Node:
@@ -382,11 +389,15 @@ def seq(*items: Node) -> Node:
     """Concatenation, flattened; NOTHING anywhere makes the whole NOTHING."""
     out: list[Node] = []
     for item in items:
-        if is_nothing(item):
+        cls = item.__class__
+        if cls is Concat:
+            parts = item.items
+        elif cls is Alt and not item.items:
             return NOTHING
-        parts = item.items if isinstance(item, Concat) else (item,)
+        else:
+            parts = (item,)
         for part in parts:
-            if out and isinstance(part, Bytes) and isinstance(out[-1], Bytes):
+            if part.__class__ is Bytes and out and out[-1].__class__ is Bytes:
                 out[-1] = Bytes(out[-1].data + part.data)
             else:
                 out.append(part)
@@ -400,8 +411,7 @@ def alt(*items: Node) -> Node:
     out: list[Node] = []
     seen: set[int] = set()
     for item in items:
-        parts = item.items if isinstance(item, Alt) else (item,)
-        for part in parts:
+        for part in (item.items if item.__class__ is Alt else (item,)):
             if id(part) not in seen:
                 seen.add(id(part))
                 out.append(part)

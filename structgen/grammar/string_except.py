@@ -92,6 +92,26 @@ def _rest(digits: int, then: ir.Node) -> ir.Node:
     return ir.seq(ir.rep(_ANY_HEX, digits, digits), then)
 
 
+@lru_cache(maxsize=1024)
+def _names_trie(names: tuple[str, ...]) -> tuple[tuple[dict[int, int], ...], tuple[bool, ...]]:
+    """The trie of `names`: per node, its children by code point, and whether its prefix
+    is a name (node 0 is the empty prefix). Shared by every StringExcept of the same
+    names, which only read it."""
+    children: list[dict[int, int]] = [{}]
+    is_name = [False]
+    for name in names:
+        node = 0
+        for ch in name:
+            nxt = children[node].get(ord(ch))
+            if nxt is None:
+                nxt = children[node][ord(ch)] = len(children)
+                children.append({})
+                is_name.append(False)
+            node = nxt
+        is_name[node] = True
+    return tuple(children), tuple(is_name)
+
+
 class StringExcept(ir.Stepper):
     """Any JSON string body (between the quotes) whose decoded value is not in `names`.
 
@@ -104,18 +124,7 @@ class StringExcept(ir.Stepper):
         self.names = tuple(names)
         if any(not name.isascii() for name in self.names):
             raise ValueError("StringExcept supports ASCII names only")
-        self._children: list[dict[int, int]] = [{}]
-        self._is_name: list[bool] = [False]
-        for name in self.names:
-            node = 0
-            for ch in name:
-                nxt = self._children[node].get(ord(ch))
-                if nxt is None:
-                    nxt = self._children[node][ord(ch)] = len(self._children)
-                    self._children.append({})
-                    self._is_name.append(False)
-                node = nxt
-            self._is_name[node] = True
+        self._children, self._is_name = _names_trie(self.names)
         self._specs: dict = {}
         self._patches: dict[int, tuple] = {}
         self._plain: ir.Node | None = None

@@ -10,6 +10,8 @@ lengths. Must not know schemas or the compiler: patterns in, NFAs and IR out.
 
 from __future__ import annotations
 
+import functools
+
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import charset as C
 from structgen.grammar import ir
@@ -455,6 +457,13 @@ class CharNFA:
             twin_state[new] = twin_ids.get(index.get((s, min(c, min_len)), -1), -1)
             count[new] = c
         return ir.Counted(twin, twin_state, count, max_len - max(need.values()))
+
+
+@functools.lru_cache(maxsize=512)
+def pattern_automaton(pattern: str) -> CharNFA:
+    """`CharNFA.from_pattern(pattern)`, remembered: a CharNFA is never changed once
+    built, and schemas repeat the patterns of their formats."""
+    return CharNFA.from_pattern(pattern)
 
 
 def excluding_nfa(names: list[str], first=None, allow_empty: bool = True) -> CharNFA:

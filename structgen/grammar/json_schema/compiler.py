@@ -54,6 +54,8 @@ class SchemaCompiler(Normalizing, Negating, Disjointness, Combinators, Literals,
         self.in_progress: dict = {}  # value key -> Ref once the value is met again (recursion)
         self.keep: list = []
         self.body_cache: dict = {}
+        self.normalized_cache: dict = {}  # `normalized`: conjunction key -> (Normalized, items)
+        self.shared_kinds: dict = {}  # id of a Normalized `normalized` made -> {level: its effective kinds}
         self.pattern_nfas: dict = {}
         self.values_checked: dict[int, dict] = {}  # the raw subschemas whose keyword values passed (`ingest`)
         self.depth = 0
@@ -133,7 +135,7 @@ class SchemaCompiler(Normalizing, Negating, Disjointness, Combinators, Literals,
         try:
             # A new value starts a new $ref chain: a chain only detects $ref cycles that
             # never descend into a property or item.
-            s = self.normalize([(raw, p, ()) for raw, p, _ in items])
+            s = self.normalized([(raw, p, ()) for raw, p, _ in items])
             node = self.compile_normalized(s, depth)
         finally:
             self.depth -= 1

@@ -65,13 +65,22 @@ class Disjointness:
                 return False
             if level < 2:
                 for r in s.required:
-                    sub = self.normalize(self.conj_for(s, r))
+                    sub = self.normalized(self.conj_for(s, r))
                     if self.is_empty(sub, level + 1):
                         return False
             return True
         return True
 
     def effective_kinds(self, s: Normalized, level: int = 0) -> frozenset:
+        known = self.shared_kinds.get(id(s))  # s is shared, never changed: its kinds hold
+        if known is None:
+            return self._effective_kinds(s, level)
+        got = known.get(level)
+        if got is None:
+            got = known[level] = self._effective_kinds(s, level)
+        return got
+
+    def _effective_kinds(self, s: Normalized, level: int) -> frozenset:
         if s.dead:
             return frozenset()
         kinds = s.all_kinds()
@@ -120,7 +129,7 @@ class Disjointness:
             if level < 3:
                 for name, x in v.items():
                     conj = self.conj_for(s, name)
-                    if conj and self.definitely_rejects(self.normalize(conj), x, level + 1):
+                    if conj and self.definitely_rejects(self.normalized(conj), x, level + 1):
                         return True
         return False
 
@@ -166,10 +175,10 @@ class Disjointness:
                 cy = self.conj_for(y, r)
                 if not cy:
                     continue
-                sy = self.hull(self.normalize(cy))
+                sy = self.hull(self.normalized(cy))
                 if self.is_empty(sy, 1):
                     return True
-                sx = self.hull(self.normalize(self.conj_for(x, r)))
+                sx = self.hull(self.normalized(self.conj_for(x, r)))
                 if self.disjoint(sx, sy, level + 1):
                     return True
         return False

@@ -33,13 +33,48 @@ def trimmed_graph_ids(n: int, start: int, finals: Iterable[int],
                       edges: list[tuple[int, int, ir.Node | None]]) -> tuple[ir.Node, dict[int, int]]:
     """`trimmed_graph`, and the new number of each state kept."""
     edges = [e for e in edges if e[2] is None or not ir.is_nothing(e[2])]
-    reach = ir.reaching([start], [(b, a) for a, b, _ in edges])  # reversed edges: reachable from start
-    live = ir.reaching([f for f in finals if f in reach], [(a, b) for a, b, _ in edges if a in reach])
-    if start not in live:
+    finals = set(finals)
+    size = max(n, start + 1, max(finals, default=-1) + 1)
+    try:
+        live = _live_states(size, start, finals, edges)
+    except IndexError:  # an edge to a state numbered past n
+        size = max(size, 1 + max(max(a, b) for a, b, _ in edges))
+        live = _live_states(size, start, finals, edges)
+    if not live[start]:
         return ir.NOTHING, {}
-    ids = {s: k for k, s in enumerate(sorted(live))}
-    new_edges = tuple((ids[a], ids[b], lab) for a, b, lab in edges if a in live and b in live)
-    new_finals = tuple(sorted(ids[f] for f in set(finals) if f in live))
+    ids = {}
+    for state in range(size):
+        if live[state]:
+            ids[state] = len(ids)
+    new_edges = tuple((ids[a], ids[b], lab) for a, b, lab in edges if live[a] and live[b])
+    new_finals = tuple(sorted(ids[f] for f in finals if live[f]))
     if not new_edges:
         return ir.EMPTY, ids
     return ir.Graph(len(ids), ids[start], new_finals, new_edges), ids
+
+
+def _live_states(size: int, start: int, finals: set[int], edges: list) -> list[bool]:
+    """Per state 0..size-1: whether it lies on a path from `start` to a final state."""
+    succ: list[list[int]] = [[] for _ in range(size)]
+    pred: list[list[int]] = [[] for _ in range(size)]
+    for a, b, _ in edges:
+        succ[a].append(b)
+        pred[b].append(a)
+    reached = [False] * size
+    reached[start] = True
+    todo = [start]
+    while todo:
+        for b in succ[todo.pop()]:
+            if not reached[b]:
+                reached[b] = True
+                todo.append(b)
+    live = [False] * size
+    todo = [f for f in finals if reached[f]]
+    for f in todo:
+        live[f] = True
+    while todo:
+        for a in pred[todo.pop()]:
+            if reached[a] and not live[a]:
+                live[a] = True
+                todo.append(a)
+    return live

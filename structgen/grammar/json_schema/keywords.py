@@ -81,6 +81,8 @@ TYPE_KINDS = {
 
 def pointer_token(key: str) -> str:
     """`key` as a JSON pointer reference token (RFC 6901: "~" and "/" escaped)."""
+    if key.__class__ is str and "~" not in key and "/" not in key:
+        return key
     return str(key).replace("~", "~0").replace("/", "~1")
 
 

@@ -104,5 +104,7 @@ class Literals:
 
     @staticmethod
     def key_literal(name: str) -> ir.Node:
+        if name.isascii() and name.isprintable() and '"' not in name and "\\" not in name:
+            return ir.lit('"' + name + '"')  # json.dumps writes it so, with or without ensure_ascii
         spellings = sorted({json.dumps(name), json.dumps(name, ensure_ascii=False)})
         return ir.alt(*(ir.lit(t) for t in spellings))

@@ -36,6 +36,9 @@ from structgen.grammar.json_schema.normalized import (
     synthesized,
 )
 
+# The keywords whose values `check_values` checks.
+_VALUE_CHECKED = BOUNDS | COUNTS | {"multipleOf", "pattern", "format", "type", "enum", "uniqueItems"}
+
 
 class Normalizing:
     """Raw schema -> `Normalized`."""
@@ -45,6 +48,17 @@ class Normalizing:
         for raw, ptr, chain in items:
             self.ingest(s, raw, ptr, chain)
         return s
+
+    def normalized(self, items: list) -> Normalized:
+        """`normalize(items)`, made once per compile for each conjunction (the emptiness
+        proofs read a property's schema before it is compiled, and again one level up).
+        Shared: the caller must not change it (copy it to merge into it)."""
+        key = tuple([(id(raw), ptr, chain) for raw, ptr, chain in items])
+        got = self.normalized_cache.get(key)
+        if got is None:
+            got = self.normalized_cache[key] = (self.normalize(items), items)  # items held: their ids stay theirs
+            self.shared_kinds[id(got[0])] = {}
+        return got[0]
 
     def ingest(self, s: Normalized, raw: Any, ptr: str, chain: tuple) -> None:
         self.tick()
@@ -320,6 +334,8 @@ class Normalizing:
         `ingest`, and by the negation (`negation`) for a subschema that is only negated (`not`, `if`),
         where a keyword may not matter to the result but is still invalid."""
         for key, v in raw.items():
+            if key not in _VALUE_CHECKED:
+                continue
             kp = ptr + "/" + pointer_token(key)
             if key in BOUNDS and not (isinstance(v, bool) and key.startswith("exclusive")):
                 if not is_number(v) or (isinstance(v, float) and math.isnan(v)):

@@ -18,11 +18,22 @@ from structgen.grammar import charset as C
 from structgen.grammar import ir
 from structgen.grammar import regex as rx
 from structgen.grammar.formats import format_pattern
-from structgen.grammar.json_schema.char_nfa import COUNTED_MIN_LENGTH, CharNFA, excluding_nfa, length_nfa
+from structgen.grammar.json_schema.char_nfa import (
+    COUNTED_MIN_LENGTH,
+    CharNFA,
+    excluding_nfa,
+    length_nfa,
+    pattern_automaton,
+)
+from structgen.grammar.json_schema.memo import BoundedCache
 from structgen.grammar.json_schema.normalized import Normalized
 from structgen.grammar.string_except import StringExcept
 
 _PRODUCT_BUDGET = 60_000  # states of a pattern x length product before capping instead
+# String bodies by what they are made of (lengths, patterns, excluded values, and the
+# options `_string_body` reads), for every compile in the process: schemas repeat their
+# formats, and a date-time body costs ~3 ms.
+_BODIES = BoundedCache(256)
 
 
 class Strings:
@@ -33,7 +44,7 @@ class Strings:
         got = self.pattern_nfas.get(pattern)
         if got is None:
             try:
-                got = CharNFA.from_pattern(pattern)
+                got = pattern_automaton(pattern)
             except RegexError as e:
                 self._bad_pattern(pattern, ptr, e)
                 got = False  # lenient: unusable
@@ -74,10 +85,14 @@ class Strings:
             if fmt is not None and all(fmt != q for q, _ in pats):
                 pats.append((fmt, ptr))
         excluded = sorted({v for v in s.not_values if isinstance(v, str)})
-        key = (s.min_len, s.max_len, tuple(p for p, _ in pats), tuple(excluded))
+        key = (s.min_len, s.max_len, tuple(p for p, _ in pats), tuple(excluded), self.options.max_states,
+               self.options.lenient)
         got = self.body_cache.get(key)
         if got is None:
-            got = self._string_body(s.min_len, s.max_len, pats, excluded)
+            got = _BODIES.get(key)
+            if got is None:
+                got = self._string_body(s.min_len, s.max_len, pats, excluded)
+                _BODIES.put(key, got)
             self.body_cache[key] = got
         if got is C.json_body_ir():
             return ir.seq(ir.lit('"'), free_string_rest())
