@@ -465,6 +465,38 @@ def reaching(finals: Iterable[int], edges: Iterable[tuple[int, int]]) -> set[int
     return live
 
 
+def footprint(node: Node, limit: int) -> int:
+    """The nodes and Graph edges reachable from `node` (a Ref's target, a Stepper's
+    states and a Counted graph's twin included), each once: a measure of the memory a
+    subtree holds. Stops early (returning a value > limit) once `limit` is passed."""
+    seen: set[int] = set()
+    pending, total = [node], 0
+    while pending and total <= limit:
+        n = pending.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        total += 1
+        if isinstance(n, (Concat, Alt)):
+            pending.extend(n.items)
+        elif isinstance(n, Repeat):
+            pending.append(n.item)
+            if n.twin is not None:
+                pending.append(n.twin)
+        elif isinstance(n, Graph):
+            total += len(n.edges)
+            pending.extend(label for _, _, label in n.edges if label is not None)
+            if n.counted is not None:
+                pending.append(n.counted.twin)
+        elif isinstance(n, Members):
+            pending.extend(n.children())
+        elif isinstance(n, Ref) and n.target is not None:
+            pending.append(n.target)
+        elif isinstance(n, Stepper):
+            total += n.size()
+    return total
+
+
 def expanded_size(node: Node, limit: int | None = None) -> int:
     """Number of NFA positions the tree expands to, counting repeats as copies.
 

@@ -83,3 +83,21 @@ def test_format_with_length_bounds():
         accepted=["one two three", "x" * 10],
         rejected=["", " lead", "y" * 501],
     )
+
+
+def test_string_bodies_are_shared_across_compiles_only_while_small():
+    """A format's body is built once per process and reused by later compiles; a large
+    body, a word-count pattern under a long maxLength, is not kept, so that what the
+    process holds stays small whatever schemas clients send."""
+    from structgen.grammar.json_schema import schema_to_ir, strings
+
+    small = {"type": "string", "format": "date-time"}
+    large = {"type": "string", "pattern": "^(?:\\S+\\s+){0,9}\\S+$", "maxLength": 100}
+    strings._BODIES.clear()
+    schema_to_ir(small)
+    (kept,) = strings._BODIES._entries.values()
+    assert ir.footprint(kept, 10**6) <= strings._CACHED_BODY_FOOTPRINT
+    schema_to_ir({"type": "array", "items": small})
+    assert list(strings._BODIES._entries.values()) == [kept]
+    assert ir.footprint(schema_to_ir(large), 10**6) > strings._CACHED_BODY_FOOTPRINT
+    assert list(strings._BODIES._entries.values()) == [kept]

@@ -32,8 +32,12 @@ from structgen.grammar.string_except import StringExcept
 _PRODUCT_BUDGET = 60_000  # states of a pattern x length product before capping instead
 # String bodies by what they are made of (lengths, patterns, excluded values, and the
 # options `_string_body` reads), for every compile in the process: schemas repeat their
-# formats, and a date-time body costs ~3 ms.
+# formats, and a date-time body costs ~3 ms. Only bodies of at most _CACHED_BODY_FOOTPRINT
+# nodes and edges (`ir.footprint`) are kept, so that what the cache holds stays small
+# whatever clients send (a word-count pattern under a maxLength is ~10,000, ~1.3 MB); on
+# MaskBench-dev that keeps all but 11 of 1,719 hits.
 _BODIES = BoundedCache(256)
+_CACHED_BODY_FOOTPRINT = 2_000
 
 
 class Strings:
@@ -92,7 +96,8 @@ class Strings:
             got = _BODIES.get(key)
             if got is None:
                 got = self._string_body(s.min_len, s.max_len, pats, excluded)
-                _BODIES.put(key, got)
+                if ir.footprint(got, _CACHED_BODY_FOOTPRINT) <= _CACHED_BODY_FOOTPRINT:
+                    _BODIES.put(key, got)
             self.body_cache[key] = got
         if got is C.json_body_ir():
             return ir.seq(ir.lit('"'), free_string_rest())
