@@ -4,9 +4,10 @@ Owns: `FlatTokens`, where a plain state (none of the shortcuts of `tokens.py` ap
 most states) is done whole in one compiled call, its own row included
 (`token_kernels.plain_tokens`), since the Python steps around a walk cost as much as the
 walk of a state that allows few tokens; a state that loops or has free bytes takes one
-more call once its slice is looked up (`token_kernels.sliced_tokens`); the walk builds
-the rows it stops at itself and goes on. Also owns the masks of many states in one call
-ahead of decoding (`plain_tables`), and `BodyExits`: a state inside a JSON string
+more call once its slice is looked up (`SlicedWalk`, `token_kernels.sliced_tokens`); the
+walk builds the rows it stops at itself and goes on. Also owns the masks of many states
+in one call ahead of decoding (`plain_tables`, then `sliced_tables` for those of them
+one sliced walk finds), and `BodyExits`: a state inside a JSON string
 without bounds (`flat_kernels.body_exit` recognizes it from its items) allows what every
 such state allows -- the tokens that stay inside the string or end with its closing
 quote, found once per vocabulary -- and the tokens that close the string and go on,
