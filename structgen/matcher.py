@@ -96,10 +96,14 @@ class CompiledGrammar:
             near = (lambda t: self._table(t, depth + 1)) if depth < NEAR_DEPTH else None
             table = self.dfa.state_tokens(self._trie, sid, near, self._siblings, lambda t: self._table(t, depth),
                                           known)
-            self._tables[sid] = table
-            if len(self._tables) > TABLE_CAP:
-                del self._tables[next(iter(self._tables))]  # the oldest (dicts keep insertion order)
+            self._keep(sid, table)
         return table
+
+    def _keep(self, sid: int, table: StateTokens) -> None:
+        """Cache a table computed under the lock."""
+        self._tables[sid] = table
+        if len(self._tables) > TABLE_CAP:
+            del self._tables[next(iter(self._tables))]  # the oldest (dicts keep insertion order)
 
     def example(self) -> bytes:
         """An output of this grammar that takes every optional part once (or a prefix
@@ -120,17 +124,45 @@ class CompiledGrammar:
     def compute_tables(self, sids: list[int]) -> int:
         """The token tables of those of `sids` not computed yet, at once where the
         automaton can (`plain_tables`: the plain states in one compiled call), then the
-        others one by one; returns how many were computed."""
+        others (`_compute_others`); returns how many were computed."""
         sids = [sid for sid in sids if sid not in self._tables]
         with self._lock, self.dfa.lock:
             found = self.dfa.plain_tables(self._trie, sids) if sids else []
+            others = []
             for sid, table in zip(sids, found):  # first: the others may start from them (near_state)
                 if isinstance(table, StateTokens):
                     self._tables.setdefault(sid, table)
-            for sid, table in zip(sids, found):
-                if not isinstance(table, StateTokens):
-                    self._table(sid, 0, table)
+                else:
+                    others.append((sid, table))
+            self._compute_others(others)
         return len(sids)
+
+    def _compute_others(self, others: list[tuple[int, tuple | None]]) -> None:
+        """The tables of (state, what `plain_tables` found) in their order, under the
+        lock: each run of states one sliced walk finds (`sliced_walk`) in one compiled
+        call (`sliced_tables`), the others one by one (`_table`). A run is done before
+        the next other state starts, which may ask for those tables (a twin, a near
+        state) and must find the rows they built."""
+        walks, walked = [], []
+        for sid, known in others:
+            if sid in self._tables or sid in walked:
+                continue
+            walk, known = self.dfa.sliced_walk(self._trie, sid, known)
+            if walk is not None:
+                walks.append(walk)
+                walked.append(sid)
+                continue
+            self._keep_walked(walked, walks)
+            self._table(sid, 0, known)
+        self._keep_walked(walked, walks)
+
+    def _keep_walked(self, sids: list[int], walks: list) -> None:
+        """Compute and cache the tables of `walks` (of states `sids`), then empty both lists."""
+        if walks:
+            for sid, table in zip(sids, self.dfa.sliced_tables(self._trie, walks)):
+                self._keep(sid, table)
+            sids.clear()
+            walks.clear()
 
     def forced_bytes(self, sid: int, built_only: bool = False) -> bytes | None:
         cached = self.dfa.known_forced_bytes(sid)  # asked every step: skip the lock when known

@@ -492,11 +492,17 @@ def test_free_key_masks_equal_bruteforce_oracle(smollm2_vocab, smollm2_tokenizer
     from structgen.automata import tokens as tk
 
     free = []  # the states whose mask took a free-bytes slice unwalked (in Python or in one compiled call)
-    real, real_flat = tk._walked_tokens, ft._sliced_flat
+    real, real_sliced_walk = tk._walked_tokens, ft.FlatTokens.sliced_walk
     monkeypatch.setattr(tk, "_walked_tokens",
                         lambda *a, **k: (free.append(a[2]) if k.get("free_piece") else None) or real(*a, **k))
-    monkeypatch.setattr(ft, "_sliced_flat",
-                        lambda *a, **k: (free.append(a[2]) if k.get("free_bytes") else None) or real_flat(*a, **k))
+
+    def sliced_walk(dfa, trie, sid, known):
+        walk, known = real_sliced_walk(dfa, trie, sid, known)
+        if walk is not None and not walk.rows_built and walk.closed < 0:  # free bytes' slice, not a string body
+            free.append(sid)
+        return walk, known
+
+    monkeypatch.setattr(ft.FlatTokens, "sliced_walk", sliced_walk)
     schema = {
         "type": "object",
         "properties": {"name": {"type": "string"}, "nickname": {"type": "string"}, "age": {"type": "integer"},

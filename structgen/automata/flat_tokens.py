@@ -4,9 +4,10 @@ Owns: `FlatTokens`, where a plain state (none of the shortcuts of `tokens.py` ap
 most states) is done whole in one compiled call, its own row included
 (`token_kernels.plain_tokens`), since the Python steps around a walk cost as much as the
 walk of a state that allows few tokens; a state that loops or has free bytes takes one
-more call once its slice is looked up (`token_kernels.sliced_tokens`); the walk builds
-the rows it stops at itself and goes on. Also owns the masks of many states in one call
-ahead of decoding (`plain_tables`), and `BodyExits`: a state inside a JSON string
+more call once its slice is looked up (`SlicedWalk`, `token_kernels.sliced_tokens`); the
+walk builds the rows it stops at itself and goes on. Also owns the masks of many states
+in one call ahead of decoding (`plain_tables`, then `sliced_tables` for those of them
+one sliced walk finds), and `BodyExits`: a state inside a JSON string
 without bounds (`flat_kernels.body_exit` recognizes it from its items) allows what every
 such state allows -- the tokens that stay inside the string or end with its closing
 quote, found once per vocabulary -- and the tokens that close the string and go on,
@@ -19,6 +20,7 @@ Must not know about the engine or the matcher.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,6 +52,23 @@ class BodyExits:
     rests: TokenTrie
 
 
+class SlicedWalk(NamedTuple):
+    """How one state's mask is found by a single walk (`FlatTokens.sliced_walk`): the
+    tokens of a slice (`words`, `count` of them) allowed unwalked, then `trie` (the
+    tokens outside the slice) walked from state `start`; EOS added where the trie has
+    it and `start` accepts. A state that loops walks the rest of its loop set's
+    `LoopSlice` (or the whole trie, `count` 0); one with free bytes, the rest of their
+    slice; one inside a JSON string, the `BodyExits` rests from the state after its
+    closing quote (`closed`). `rows_built` and `closed`: as in StateTokens."""
+
+    trie: TokenTrie
+    words: np.ndarray
+    count: int
+    start: int
+    rows_built: bool
+    closed: int
+
+
 class FlatTokens(TableTokens):
     """`TableTokens` for `flat.FlatDFA` (through its `run`, `flat` and `lock`), most
     of each mask in compiled code."""
@@ -70,15 +89,56 @@ class FlatTokens(TableTokens):
         if allowed == NOT_PLAIN_TWIN:  # a count that cannot bind within a token: the twin's mask
             shared = twin_tokens(closed)
             return StateTokens(words=shared.words, num_allowed=shared.num_allowed, rows_built=False)
-        if allowed == NOT_PLAIN_BODY:
-            return _body_flat(self, self.body_exits(trie), closed)
-        if allowed != NOT_PLAIN_WIDE:  # a loop or free bytes: the slice's tokens, then one walk of the rest
-            piece = trie.loop_slice(free if allowed == NOT_PLAIN_FREE else self.loops[sid])
-            if piece is not None or allowed == NOT_PLAIN_LOOP:
-                return _sliced_flat(self, trie, sid, piece, free_bytes=allowed == NOT_PLAIN_FREE)
-        # Free bytes without a slice (their set was just sighted), or none: nothing for
-        # the walk to look up again -- a second sighting would build the slice.
+        walk, _ = self.sliced_walk(trie, sid, (allowed, free, closed))
+        if walk is not None:
+            return _sliced_flat(self, walk)
         return self._walked_state_tokens(trie, sid, None, tokens_of, siblings)
+
+    def sliced_walk(self, trie: TokenTrie, sid: int, known: tuple) -> tuple["SlicedWalk | None", tuple]:
+        """See TableTokens.sliced_walk: for a state inside a JSON string (`BodyExits`),
+        one that loops, and one with free bytes whose slice is built. Looks the slice up
+        (`TokenTrie.loop_slice`, which counts the sighting): where free bytes have none,
+        the known it returns sends `state_tokens` the long way without a second look."""
+        allowed, free, closed = known
+        if allowed == NOT_PLAIN_BODY:
+            exits = self.body_exits(trie)
+            return SlicedWalk(exits.rests, exits.words, exits.count, closed, False, closed), known
+        if allowed not in (NOT_PLAIN_LOOP, NOT_PLAIN_FREE):
+            return None, known
+        free_bytes = allowed == NOT_PLAIN_FREE
+        piece = trie.loop_slice(free if free_bytes else self.loops[sid])
+        if piece is not None:
+            return SlicedWalk(piece.rest, piece.words, piece.count, sid, not free_bytes, -1), known
+        if not free_bytes:  # a loop set with too few tokens: the whole trie
+            return SlicedWalk(trie, trie.no_words, 0, sid, True, -1), known
+        # Free bytes without a slice (their set was just sighted): nothing for the
+        # walk to look up again -- a second sighting would build the slice.
+        return None, (NOT_PLAIN_WIDE, free, closed)
+
+    def sliced_tables(self, trie: TokenTrie, walks: list["SlicedWalk"]) -> list[StateTokens]:
+        """The masks of many `SlicedWalk`s in one compiled call
+        (`token_kernels.sliced_tokens_many`), in their order."""
+        kind_of: dict[int, int] = {}  # a walked trie's id -> its place in `tries`
+        tries, slice_words, slice_counts = [], [], []
+        for walk in walks:
+            if kind_of.setdefault(id(walk.trie), len(tries)) == len(tries):
+                tries.append(_trie_arrays(walk.trie))
+                slice_words.append(walk.words)
+                slice_counts.append(walk.count)
+        kinds = np.fromiter((kind_of[id(walk.trie)] for walk in walks), dtype=np.int64, count=len(walks))
+        starts = np.fromiter((walk.start for walk in walks), dtype=np.int64, count=len(walks))
+        eos_flags = np.fromiter((walk.trie.eos_ids.size > 0 for walk in walks), dtype=np.uint8, count=len(walks))
+        allowed = np.zeros(len(walks), dtype=np.int64)
+        words = np.empty((len(walks), slice_words[0].size), dtype=np.uint32)
+        done = np.zeros(1, dtype=np.int64)
+        with self.lock:
+            self.run(kernels.token_kernels.sliced_tokens_many, lambda: (
+                self.table, self.expanded, self.loops, self.accepting, tries, slice_words,
+                np.asarray(slice_counts, dtype=np.int64), trie.eos_words.view(np.uint32), kinds, starts, eos_flags, allowed,
+                words, done))
+        masks = words.view(np.int32)
+        return [StateTokens(words=masks[k], num_allowed=n, rows_built=walk.rows_built, closed=walk.closed)
+                for k, (n, walk) in enumerate(zip(allowed.tolist(), walks))]
 
     def plain_tables(self, trie: TokenTrie, sids: list[int]) -> list[StateTokens | tuple]:
         """`state_tokens` of many states at once (one compiled call for all,
@@ -89,7 +149,7 @@ class FlatTokens(TableTokens):
         mask."""
         states = np.asarray(sids, dtype=np.int64)
         allowed = np.zeros(states.size, dtype=np.int64)
-        words = np.zeros((states.size, trie.eos_words.size), dtype=np.uint32)
+        words = np.empty((states.size, trie.eos_words.size), dtype=np.uint32)  # (each row cleared there)
         free = np.zeros((states.size, 4), dtype=np.uint64)
         aux = np.zeros(states.size, dtype=np.int64)
         done = np.zeros(1, dtype=np.int64)
@@ -157,29 +217,19 @@ def _plain_inputs(dfa: FlatTokens, trie: TokenTrie, twins: bool) -> tuple:
             dfa.flat.g_counted, dfa.flat.node_twin, longest)
 
 
-def _sliced_flat(dfa: FlatTokens, trie: TokenTrie, sid: int, piece: LoopSlice | None, free_bytes: bool) -> StateTokens:
-    """`tokens._walked_tokens` in one compiled call, for a state whose row is built and that
-    loops or has free bytes: the tokens of `piece` (its slice), then a walk of the
-    others -- of the whole trie without a slice (a loop set with too few tokens)."""
-    words, count, rest = (piece.words, piece.count, piece.rest) if piece is not None else (trie.no_words, 0, trie)
-    with dfa.lock:
-        allowed, words = dfa.run(kernels.token_kernels.sliced_tokens, lambda: (
-            dfa.table, dfa.expanded, dfa.loops, dfa.accepting, rest.edge_start, rest.edge_byte, rest.edge_child,
-            rest.token_start, rest.token_ids, rest.subtree_end, rest.below, words, count,
-            trie.eos_words.view(np.uint32), sid))
-    return StateTokens(words=words.view(np.int32), num_allowed=allowed, rows_built=not free_bytes)
+def _trie_arrays(trie: TokenTrie) -> tuple:
+    """A trie's arrays in the order the token kernels take them."""
+    return (trie.edge_start, trie.edge_byte, trie.edge_child, trie.token_start, trie.token_ids, trie.subtree_end,
+            trie.below)
 
 
-def _body_flat(dfa: FlatTokens, exits: BodyExits, closed: int) -> StateTokens:
-    """The mask of a state inside a JSON string without bounds whose closing quote leads
-    to state `closed`: the tokens every such state allows, and those of `exits.rests`
-    allowed from `closed`, walked in `token_kernels.sliced_tokens` (without EOS: the rests' trie has
-    none). The rows on the allowed tokens' paths are not all built: the state's own may
-    not be, nor its multi-byte characters' and escapes'."""
-    rests = exits.rests
+def _sliced_flat(dfa: FlatTokens, walk: SlicedWalk) -> StateTokens:
+    """One `SlicedWalk`'s mask in one compiled call (`token_kernels.sliced_tokens`):
+    its slice's tokens, then the walk of its trie from its state, EOS added from the
+    trie's (none in the rests of `BodyExits`)."""
+    trie = walk.trie
     with dfa.lock:
         allowed, words = dfa.run(kernels.token_kernels.sliced_tokens, lambda: (
-            dfa.table, dfa.expanded, dfa.loops, dfa.accepting, rests.edge_start, rests.edge_byte, rests.edge_child,
-            rests.token_start, rests.token_ids, rests.subtree_end, rests.below, exits.words, exits.count,
-            rests.eos_words.view(np.uint32), closed))
-    return StateTokens(words=words.view(np.int32), num_allowed=allowed, rows_built=False, closed=closed)
+            dfa.table, dfa.expanded, dfa.loops, dfa.accepting) + _trie_arrays(trie) + (
+            walk.words, walk.count, trie.eos_words.view(np.uint32), walk.start))
+    return StateTokens(words=words.view(np.int32), num_allowed=allowed, rows_built=walk.rows_built, closed=walk.closed)

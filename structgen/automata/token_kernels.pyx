@@ -643,3 +643,73 @@ def sliced_tokens(tuple ir_arrays, list store, table, expanded, loops, accepting
         if r.accepting[sid]:
             allowed += with_eos(words, eos, n_words)
     return allowed, words_array
+
+
+def sliced_tokens_many(tuple ir_arrays, list store, table, expanded, loops, accepting, list tries, list slice_words,
+                       slice_counts, eos_words, kinds, sids, eos_flags, allowed, words, done, int64_t max_items,
+                       int64_t max_nesting):
+    """`sliced_tokens` for many states in one call (FlatTokens.sliced_tables). State k
+    walks the trie `tries[kinds[k]]` (a tuple of a TokenTrie's arrays, as `sliced_tokens`
+    takes them) from `sids[k]`, its mask starting from `slice_words[kinds[k]]`
+    (`slice_counts[kinds[k]]` tokens), EOS added where `eos_flags[k]` and the state is
+    accepting: allowed[k] and words[k] for each k from done[0] on (done[0]: as in
+    `plain_tokens_many`)."""
+    cdef IR g = ir_of(ir_arrays)
+    cdef Store st = store_of(store)
+    cdef Rows r = rows_of(table, expanded, loops, accepting)
+    cdef int64_t n_kinds = len(tries), n = len(sids), n_words = len(eos_words), kind, k
+    if len(slice_words) != n_kinds or len(slice_counts) != n_kinds:
+        raise ValueError("a slice per trie")
+    if len(kinds) != n or len(eos_flags) != n or len(allowed) < n or words.shape[0] < n or words.shape[1] != n_words:
+        raise ValueError("an output row per state")
+    cdef const int64_t* counts = <const int64_t*>buffer_of(slice_counts, 8, False)
+    cdef const uint32_t* eos = <const uint32_t*>buffer_of(eos_words, 4, False)
+    cdef const int64_t* kinds_ = <const int64_t*>buffer_of(kinds, 8, False)
+    cdef const int64_t* sids_ = <const int64_t*>buffer_of(sids, 8, False)
+    cdef const uint8_t* flags = <const uint8_t*>buffer_of(eos_flags, 1, False)
+    cdef int64_t* allowed_ = <int64_t*>buffer_of(allowed, 8, True)
+    cdef uint32_t* words_ = <uint32_t*>buffer_of(words, 4, True)
+    cdef int64_t* done_ = <int64_t*>buffer_of(done, 8, True)
+    for k in range(n):
+        if kinds_[k] < 0 or kinds_[k] >= n_kinds:
+            raise IndexError("a state's trie out of bounds")
+    cdef Trie* t = <Trie*>malloc((n_kinds + 1) * sizeof(Trie))
+    cdef const uint32_t** base = <const uint32_t**>malloc((n_kinds + 1) * sizeof(uint32_t*))
+    if t == NULL or base == NULL:
+        free(t)
+        free(base)
+        raise MemoryError()
+    try:
+        for kind in range(n_kinds):
+            arrays = tries[kind]
+            t[kind] = trie_of(arrays[0], arrays[1], arrays[2], arrays[3], arrays[4], arrays[5], arrays[6])
+            if len(slice_words[kind]) != n_words:
+                raise ValueError("the slice's mask has the vocabulary's words")
+            base[kind] = <const uint32_t*>buffer_of(slice_words[kind], 4, False)
+        with nogil:
+            sliced_many(&g, &st, &r, t, base, counts, eos, n_words, kinds_, sids_, flags, allowed_, words_, done_, n,
+                        max_items, max_nesting)
+    finally:
+        free(t)
+        free(base)
+
+
+cdef void sliced_many(const IR* g, Store* st, Rows* r, const Trie* t, const uint32_t** base, const int64_t* counts,
+                      const uint32_t* eos, int64_t n_words, const int64_t* kinds, const int64_t* sids,
+                      const uint8_t* eos_flags, int64_t* allowed, uint32_t* words, int64_t* done, int64_t n,
+                      int64_t max_items, int64_t max_nesting) noexcept nogil:
+    """The loop of `sliced_tokens_many`."""
+    cdef int64_t k, kind, root = 0, sid, count
+    cdef uint32_t* row
+    cdef Pairs start
+    for k in range(done[0], n):
+        kind, sid, row = kinds[k], sids[k], words + k * n_words
+        memcpy(row, base[kind], n_words * 4)
+        start.nodes, start.states, start.n = &root, &sid, 1
+        count = counts[kind] + walk_rows(g, st, r, &t[kind], &start, row, max_items, max_nesting)
+        if st.meta[M_FAILED]:
+            break
+        if eos_flags[k] and r.accepting[sid]:
+            count += with_eos(row, eos, n_words)
+        allowed[k] = count
+        done[0] = k + 1

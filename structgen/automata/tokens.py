@@ -49,12 +49,14 @@ from structgen.automata import kernels
 from structgen.automata.token_trie import RUN_MAX, LoopSlice, TokenTrie, bitmask_words
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StateTokens:
     """What one DFA state allows: the packed mask (EOS included when accepting).
     The next state of an allowed token is found by walking its bytes through the DFA
     table, whose rows on that path the mask computation has already built; the matcher
-    remembers each walk's end in `next_state` (allowed, non-EOS tokens only)."""
+    remembers each walk's end in `next_state` (allowed, non-EOS tokens only).
+    Not changed once made but for `next_state`; not frozen, as a frozen dataclass takes
+    twice as long to make, and a warm-up makes tens of thousands."""
 
     words: np.ndarray
     num_allowed: int
@@ -163,6 +165,17 @@ class TableTokens:
         """What can be found about many states at once ahead of decoding, one entry per
         state, for `state_tokens(known=...)` (or the StateTokens itself): nothing here."""
         return [None] * len(sids)
+
+    def sliced_walk(self, trie: TokenTrie, sid: int, known):
+        """(walk, known): where what `plain_tables` found (`known`) shows that one walk
+        from a slice finds the state's mask, that walk, for `sliced_tables` to do with
+        others in one call; else (None, what `state_tokens(known=...)` goes on from).
+        Here none: (None, known)."""
+        return None, known
+
+    def sliced_tables(self, trie: TokenTrie, walks: list) -> list[StateTokens]:
+        """The masks of the walks `sliced_walk` gave, in their order."""
+        raise NotImplementedError("this automaton gives no sliced walks")
 
     def walk_trie(self, trie: TokenTrie, nodes: np.ndarray, states: np.ndarray, words: np.ndarray) -> int:
         """Run `token_kernels.walk_table` from (node, state) pairs, expanding the rows it
