@@ -484,6 +484,14 @@ class FlatLiveness(Liveness):
         return result
 
 
+def _weight(node: ir.Node) -> int:
+    """What a node met once holds in memory, in nodes: one, and a Graph's edges and
+    states (a Counted graph keeps two numbers per state) or a Stepper's states."""
+    if isinstance(node, ir.Graph):
+        return 1 + len(node.edges) + node.num_states
+    return 1 + node.size() if isinstance(node, ir.Stepper) else 1
+
+
 class _SharedNodes:
     """The IR nodes that more than one grammar holds (the same objects: a JSON string's
     characters, number lexemes, the rules of any JSON value, memoized by the grammar
@@ -493,8 +501,10 @@ class _SharedNodes:
 
     A node is shared the second time a FlatIR meets it. The nodes met once are held
     (their ids must not be reused by other objects while counted) up to MAX_SIGHTINGS,
-    then forgotten; the shared block stops growing at MAX_NODES, since every FlatIR
-    copies it (~50 bytes a node) into its own arrays."""
+    each counted with its graph edges and states (`_weight`: what it holds in memory; a
+    pattern under a long maxLength is ~10,000 and ~1 MB), then forgotten. The shared
+    block stops growing at MAX_NODES, since every FlatIR copies it (~50 bytes a node)
+    into its own arrays."""
 
     MAX_SIGHTINGS = 100_000
     MAX_NODES = 10_000
@@ -503,6 +513,7 @@ class _SharedNodes:
         self._lock = threading.Lock()
         self._block = _EMPTY_BLOCK
         self._met_once: dict[int, ir.Node] = {}
+        self._met_weight = 0  # the `_weight`s of the nodes in _met_once
         self._alive: list[ir.Node] = []  # the nodes whose ids the block holds
 
     def base(self) -> _Block:
@@ -514,17 +525,20 @@ class _SharedNodes:
         with self._lock:
             if self._block.num_nodes >= self.MAX_NODES:
                 return
-            if len(self._met_once) > self.MAX_SIGHTINGS:
+            if self._met_weight > self.MAX_SIGHTINGS:
                 self._met_once.clear()
+                self._met_weight = 0
             again: dict[int, ir.Node] = {}
             for node in [*nodes, *steppers]:
-                key = id(node)
+                key, weight = id(node), _weight(node)
                 if key in self._block.ids:
                     continue
                 if self._met_once.pop(key, None) is node:
                     again[key] = node
+                    self._met_weight -= weight
                 else:
                     self._met_once[key] = node
+                    self._met_weight += weight
             self._drop_unshared_below(again)
             if again:
                 flattener = _Flattener(self._block)

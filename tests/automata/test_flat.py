@@ -249,6 +249,25 @@ def test_flat_nodes_shared_between_grammars_are_flattened_once(monkeypatch, smol
     same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=40)
 
 
+def test_nodes_met_once_hold_a_bounded_amount_whatever_the_schemas(monkeypatch, smollm2_vocab):
+    """The nodes a FlatIR met once are held until met again, and counted by what they
+    hold (a Graph by its edges and states): schemas with a large pattern graph each,
+    never sent twice, leave at most MAX_SIGHTINGS of it held, not one graph per schema."""
+    from structgen.grammar.json_schema import schema_to_ir
+
+    monkeypatch.setattr(flat, "SHARED", flat._SharedNodes())
+    monkeypatch.setattr(flat._SharedNodes, "MAX_SIGHTINGS", 20_000)
+    held = []
+    for words in range(5, 15):
+        schema = {"type": "string", "pattern": "^(?:\\S+\\s+){0,%d}\\S+$" % words, "maxLength": 100}
+        structgen.clear_cache()
+        structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+        held.append(ir.footprint(ir.Alt(tuple(flat.SHARED._met_once.values())), 10**7))
+    graph = ir.footprint(schema_to_ir(schema), 10**7)
+    assert graph > 5_000  # each schema's own graph is large
+    assert max(held) <= 20_000 + 2 * graph  # the bound, and what the last compile added
+
+
 def test_flat_store_grows_while_building(smollm2_vocab):
     """A grammar whose automaton outgrows the store's first arrays (1,024 frames and
     items, 8,192 hash slots): every row is still right after the growth and retries."""
