@@ -346,8 +346,8 @@ def _wide(node: ir.Members) -> bool:
 
 
 def _graph_children(graph: ir.Graph) -> list[ir.Node]:
-    """`_children` of a Graph, each label once (its last occurrence: a walk that pops
-    them from a stack meets them in the same order)."""
+    """A Graph's labels, each once (its last occurrence: a walk that pops them from a
+    stack meets them in the order it met them listed in full), then its twin if counted."""
     labels = {id(label): label for _, _, label in reversed(graph.edges) if label is not None}
     twin = [] if graph.counted is None else [graph.counted.twin]
     return [*reversed(labels.values()), *twin]
@@ -359,8 +359,7 @@ def _children(node: ir.Node) -> list[ir.Node]:
     if isinstance(node, ir.Repeat):
         return [node.item] if node.twin is None else [node.item, node.twin]
     if isinstance(node, ir.Graph):
-        twin = [] if node.counted is None else [node.counted.twin]
-        return [lab for _, _, lab in node.edges if lab is not None] + twin
+        return _graph_children(node)
     if isinstance(node, ir.Ref):
         return [node.target]
     if isinstance(node, ir.Stepper):
@@ -530,9 +529,10 @@ class _SharedNodes:
                 self._met_weight = 0
             again: dict[int, ir.Node] = {}
             for node in [*nodes, *steppers]:
-                key, weight = id(node), _weight(node)
+                key = id(node)
                 if key in self._block.ids:
                     continue
+                weight = _weight(node)
                 if self._met_once.pop(key, None) is node:
                     again[key] = node
                     self._met_weight -= weight

@@ -34,12 +34,8 @@ def trimmed_graph_ids(n: int, start: int, finals: Iterable[int],
     """`trimmed_graph`, and the new number of each state kept."""
     edges = [e for e in edges if e[2] is None or not ir.is_nothing(e[2])]
     finals = set(finals)
-    size = max(n, start + 1, max(finals, default=-1) + 1)
-    try:
-        live = _live_states(size, start, finals, edges)
-    except IndexError:  # an edge to a state numbered past n
-        size = max(size, 1 + max(max(a, b) for a, b, _ in edges))
-        live = _live_states(size, start, finals, edges)
+    size = max(n, start + 1, max(finals, default=-1) + 1, max((max(a, b) + 1 for a, b, _ in edges), default=0))
+    live = _live_states(size, start, finals, edges)
     if not live[start]:
         return ir.NOTHING, {}
     ids = {}
