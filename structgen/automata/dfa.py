@@ -21,6 +21,7 @@ import threading
 import numpy as np
 
 from structgen.automata.item_sets import ACCEPT, union
+from structgen.automata.spares import AHEAD_AT, Spares
 from structgen.automata.tokens import TableTokens
 from structgen.errors import GrammarTooLargeError
 
@@ -50,6 +51,7 @@ class TableDFA:
         self.accepting = np.zeros(initial_states, dtype=bool)
         self._forced: dict[int, bytes] = {}
         self._has_exits: dict[int, bool] = {}
+        self.spares = Spares()  # the next growth's arrays, made ahead (see `_grow`)
 
     def expand(self, sid: int) -> None:
         """Build the table row of state `sid` (idempotent; readers of built rows take no
@@ -81,14 +83,25 @@ class TableDFA:
     def _grow(self) -> None:
         """Double the per-state arrays. The new rows of the table are left unwritten:
         a row is read only once `expanded` says it is built, and writing them here would
-        touch (fault in) every page of the new block at once."""
+        touch (fault in) every page of the new block at once. The table is the spare made
+        ahead for it where there is one (`_room_ahead`)."""
         size = self.table.shape[0]
-        table = np.empty((2 * size, 256), dtype=np.int32)
+        table = self.spares.take("table", (2 * size, 256), np.int32)
+        if table is None:  # not ready, or it filled in one call: have the next made at once
+            table = np.empty((2 * size, 256), dtype=np.int32)
+            self.spares.prepare("table", (4 * size, 256), np.int32, touched_rows=2 * size)
         table[:size] = self.table
         self.table = table
         self.expanded = np.concatenate([self.expanded, np.zeros(size, bool)])
         self.loops = np.concatenate([self.loops, np.zeros((size, 4), np.uint64)])
         self.accepting = np.concatenate([self.accepting, np.zeros(size, bool)])
+
+    def _room_ahead(self, states: int) -> None:
+        """With `states` built, have the next table made in the background once this one
+        is most of the way to full (the pages its growth copies into, touched there)."""
+        size = self.table.shape[0]
+        if states >= AHEAD_AT * size:
+            self.spares.prepare("table", (2 * size, 256), np.int32, touched_rows=size)
 
     def _store_loops(self, sid: int) -> None:
         """Record, from its table row, the bytes on which state `sid` steps to itself."""

@@ -53,6 +53,7 @@ from structgen.automata.flat_tokens import FlatTokens
 from structgen.automata.item_sets import MAX_STATE_ITEMS, too_ambiguous
 from structgen.automata.liveness import Liveness
 from structgen.automata.nfa import MAX_RULE_NESTING, LazyNFA
+from structgen.automata.spares import AHEAD_AT, Spares
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 from structgen.grammar.charset import json_body_ir
@@ -609,20 +610,40 @@ def _new_store() -> list[np.ndarray]:
     ]
 
 
-def _grown(store: list[np.ndarray], what: int) -> None:
+# Each store array, and the count that says how full it is (the hash grows at half load).
+_STORE_COUNTS = ((S_FRAMES, M_FRAMES, 1), (S_ITEMS, M_ITEMS, 1), (S_SET_START, M_SETS, 1), (S_SET_ITEMS, M_SET_ITEMS, 1),
+          (S_STATE_SET, M_STATES, 1), (S_STATE_NEXT, M_STATES, 1), (S_HASH, M_HASHED, 2))
+
+
+def _doubled_shape(array: np.ndarray) -> tuple[int, ...]:
+    return (2 * array.shape[0], *array.shape[1:])
+
+
+def _grown(store: list[np.ndarray], what: int, spares: Spares) -> None:
     """Double the array a kernel ran out of (its count: `meta[what]`), in place in
-    `store`."""
-    if what == M_HASHED:
-        old = store[S_HASH]
-        store[S_HASH] = np.full((2 * old.shape[0], 6), -1, dtype=np.int64)
-        kernels.flat_kernels.rehash(old, store[S_HASH])
-        return
-    index = {M_FRAMES: S_FRAMES, M_ITEMS: S_ITEMS, M_SETS: S_SET_START, M_SET_ITEMS: S_SET_ITEMS}.get(what)
+    `store`, into the spare made ahead for it where there is one (all -1)."""
+    index = {M_FRAMES: S_FRAMES, M_ITEMS: S_ITEMS, M_SETS: S_SET_START, M_SET_ITEMS: S_SET_ITEMS,
+             M_HASHED: S_HASH}.get(what)
     for i in (index,) if index is not None else (S_STATE_SET, S_STATE_NEXT):
         old = store[i]
-        new = np.full((2 * old.shape[0], *old.shape[1:]), -1, dtype=np.int64)
-        new[: old.shape[0]] = old
+        new = spares.take(f"store{i}", _doubled_shape(old), np.int64)
+        if new is None:  # not ready, or it filled in one call: have the next made at once
+            new = np.full(_doubled_shape(old), -1, dtype=np.int64)
+            spares.prepare(f"store{i}", _doubled_shape(new), np.int64, fill=-1)
+        if i == S_HASH:
+            kernels.flat_kernels.rehash(old, new)
+        else:
+            new[: old.shape[0]] = old
         store[i] = new
+
+
+def _store_room_ahead(store: list[np.ndarray], spares: Spares) -> None:
+    """Have the next size of each store array made in the background once the array is
+    most of the way to full."""
+    meta = store[S_META]
+    for i, count, per in _STORE_COUNTS:
+        if per * int(meta[count]) >= AHEAD_AT * store[i].shape[0]:
+            spares.prepare(f"store{i}", _doubled_shape(store[i]), np.int64, fill=-1)
 
 
 QUOTE = 0x22
@@ -676,7 +697,7 @@ class FlatDFA(FlatTokens, TableDFA):
     def nbytes(self) -> int:
         """See TableDFA.nbytes: with the store (items, frames, sets) and the flat IR."""
         arrays = (*self._store, *self.flat.arrays, self.flat.g_counted, self.flat.node_twin)
-        return super().nbytes() + sum(a.nbytes for a in arrays)
+        return super().nbytes() + sum(a.nbytes for a in arrays) + self.spares.nbytes()
 
     def run(self, fn, args):
         """Run compiled code over this automaton: `fn(IR arrays, store, *args(), max
@@ -688,7 +709,8 @@ class FlatDFA(FlatTokens, TableDFA):
         and keeping room for that ahead doubled the table of many automata that never
         needed it -- each doubling on a decoding step is ~0.4 ms (1,024 rows) to ~5 ms
         (4,096, huge pages) of copying into fresh pages. The rare call that meets a
-        full array runs twice instead."""
+        full array runs twice instead. The next size of a big array is made ahead, off
+        the step, once it is three quarters full (`spares.Spares`)."""
         meta = self._store[S_META]
         while True:
             self._reserve()
@@ -699,10 +721,12 @@ class FlatDFA(FlatTokens, TableDFA):
                 if failed in _ERRORS:
                     raise _ERRORS[failed]()
                 if failed != GROW_STATES:  # those _reserve grows
-                    _grown(self._store, failed - 1)
+                    _grown(self._store, failed - 1, self.spares)
                 continue
             if meta[M_STATES] > self.max_states:
                 raise self.too_many_states()
+            self._room_ahead(int(meta[M_STATES]))
+            _store_room_ahead(self._store, self.spares)
             return result
 
     def _reserve(self) -> None:
@@ -712,7 +736,7 @@ class FlatDFA(FlatTokens, TableDFA):
         while needed > self.table.shape[0]:
             self._grow()
         while needed > self._store[S_STATE_SET].size:
-            _grown(self._store, M_STATES)
+            _grown(self._store, M_STATES, self.spares)
 
     def _build_row(self, sid: int) -> None:
         self.run(kernels.flat_kernels.expand_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid))

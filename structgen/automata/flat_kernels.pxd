@@ -142,6 +142,8 @@ cdef void expand_rows(const IR* g, Store* st, Rows* r, const int64_t* sids, int6
                       int64_t max_nesting) noexcept nogil
 cdef int64_t twin_of(const IR* g, Store* st, Rows* r, const int64_t* g_counted, const int64_t* node_twin,
                      int64_t sid, int64_t longest) noexcept nogil
+cdef int64_t step(const IR* g, Store* st, Rows* r, int64_t sid, int64_t byte, int64_t max_items,
+                  int64_t max_nesting) noexcept nogil
 cdef int64_t body_exit(const IR* g, Store* st, Rows* r, int64_t sid, int64_t body, int64_t max_items,
                        int64_t max_nesting) noexcept nogil
 cdef void known_loops(const IR* g, Store* st, Rows* r, int64_t sid, int64_t max_items,

@@ -13,7 +13,10 @@ such state allows -- the tokens that stay inside the string or end with its clos
 quote, found once per vocabulary -- and the tokens that close the string and go on,
 walked from the state after the quote through a trie of what they read there: its own
 row, the rows of its multi-byte characters and escapes, and the walk of their ~1,700
-trie nodes are not needed.
+trie nodes are not needed. A state counting the characters of a string under a
+maxLength that only a long token could reach (`SHORT_TWIN_BYTES`) takes its twin's mask
+for the short tokens and walks the long ones without building rows
+(`token_kernels.stepped_tokens`).
 Must not know about the engine or the matcher.
 """
 
@@ -33,7 +36,14 @@ from structgen.grammar.charset import json_body_ir
 
 
 # What `token_kernels.plain_tokens` returns for a state that is not plain (see there).
-NOT_PLAIN_LOOP, NOT_PLAIN_FREE, NOT_PLAIN_WIDE, NOT_PLAIN_FAILED, NOT_PLAIN_BODY, NOT_PLAIN_TWIN = -1, -2, -3, -4, -5, -6
+(NOT_PLAIN_LOOP, NOT_PLAIN_FREE, NOT_PLAIN_WIDE, NOT_PLAIN_FAILED, NOT_PLAIN_BODY, NOT_PLAIN_TWIN,
+ NOT_PLAIN_SHORT_TWIN) = -1, -2, -3, -4, -5, -6, -7
+# A counted state whose count can bind within the longest token but not within this
+# many bytes takes its twin's mask for the tokens of at most this many bytes and walks
+# only the longer ones (155 of SmolLM2's 49,152): a full walk from such a state builds
+# the rows of every count its tokens reach, ~3,000 states in one step of a word-count
+# pattern under a maxLength of 100, while its twin's mask is shared by every count.
+SHORT_TWIN_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,8 @@ class FlatTokens(TableTokens):
         if allowed == NOT_PLAIN_TWIN:  # a count that cannot bind within a token: the twin's mask
             shared = twin_tokens(closed)
             return StateTokens(words=shared.words, num_allowed=shared.num_allowed, rows_built=False)
+        if allowed == NOT_PLAIN_SHORT_TWIN:  # ... within a short token: the twin's for those
+            return _sliced_flat(self, _short_twin_walk(trie, sid, twin_tokens(closed)), stepping=True)
         walk, _ = self.sliced_walk(trie, sid, (allowed, free, closed))
         if walk is not None:
             return _sliced_flat(self, walk)
@@ -212,9 +224,18 @@ def _plain_inputs(dfa: FlatTokens, trie: TokenTrie, twins: bool) -> tuple:
     needs (`twins`: whether to make it)."""
     body = dfa.flat.body_node if dfa.flat.body_node >= 0 and dfa.body_exits(trie) is not None else -1
     longest = trie.longest if twins and dfa.flat.has_counted else 0
+    shorter = SHORT_TWIN_BYTES if longest > SHORT_TWIN_BYTES else 0
     return (dfa.table, dfa.expanded, dfa.loops, dfa.accepting, trie.edge_start, trie.edge_byte, trie.edge_child,
             trie.token_start, trie.token_ids, trie.subtree_end, trie.below, body, trie.eos_words.view(np.uint32),
-            dfa.flat.g_counted, dfa.flat.node_twin, longest)
+            dfa.flat.g_counted, dfa.flat.node_twin, longest, shorter)
+
+
+def _short_twin_walk(trie: TokenTrie, sid: int, twin: StateTokens) -> SlicedWalk:
+    """The walk of a NOT_PLAIN_SHORT_TWIN state: its twin's tokens of at most
+    SHORT_TWIN_BYTES bytes, unwalked, then the longer tokens walked from the state."""
+    split = trie.length_split(SHORT_TWIN_BYTES)
+    words = twin.words.view(np.uint32) & split.short
+    return SlicedWalk(split.long, words, int(np.bitwise_count(words).sum()), sid, False, -1)
 
 
 def _trie_arrays(trie: TokenTrie) -> tuple:
@@ -223,13 +244,15 @@ def _trie_arrays(trie: TokenTrie) -> tuple:
             trie.below)
 
 
-def _sliced_flat(dfa: FlatTokens, walk: SlicedWalk) -> StateTokens:
+def _sliced_flat(dfa: FlatTokens, walk: SlicedWalk, stepping: bool = False) -> StateTokens:
     """One `SlicedWalk`'s mask in one compiled call (`token_kernels.sliced_tokens`):
     its slice's tokens, then the walk of its trie from its state, EOS added from the
-    trie's (none in the rests of `BodyExits`)."""
+    trie's (none in the rests of `BodyExits`). `stepping`: the walk builds no row
+    (`token_kernels.stepped_tokens`), for a trie of few tokens."""
     trie = walk.trie
+    kernel = kernels.token_kernels.stepped_tokens if stepping else kernels.token_kernels.sliced_tokens
     with dfa.lock:
-        allowed, words = dfa.run(kernels.token_kernels.sliced_tokens, lambda: (
+        allowed, words = dfa.run(kernel, lambda: (
             dfa.table, dfa.expanded, dfa.loops, dfa.accepting) + _trie_arrays(trie) + (
             walk.words, walk.count, trie.eos_words.view(np.uint32), walk.start))
     return StateTokens(words=words.view(np.int32), num_allowed=allowed, rows_built=walk.rows_built, closed=walk.closed)

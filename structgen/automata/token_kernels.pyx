@@ -11,7 +11,7 @@ flat.FlatDFA.run grows it and calls again. Layouts: token_trie.TokenTrie, flat.p
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 
 import numpy as np
@@ -20,7 +20,7 @@ cimport numpy as cnp
 
 from structgen.automata.flat_kernels cimport (DEAD, FAILED_MEMORY, IR, M_FAILED, Rows, Store, body_exit, buffer_of,
                                               expand_rows, free_bits, ir_of, known_loops, rows_of, sort_items,
-                                              sorted_unique, store_of, twin_of)
+                                              sorted_unique, step, store_of, twin_of)
 
 cnp.import_array()
 
@@ -52,6 +52,7 @@ cdef enum:
     NOT_PLAIN_FAILED = -4
     NOT_PLAIN_BODY = -5
     NOT_PLAIN_TWIN = -6
+    NOT_PLAIN_SHORT_TWIN = -7
     # How `run` ended (tokens._RUN_*).
     RUN_BLOCKED = 0
     RUN_BROKEN = 1
@@ -61,7 +62,8 @@ cdef enum:
 # For the test that these equal tokens.py's and flat_tokens.py's.
 LAYOUT = dict(NEAR_MAX_BYTES=NEAR_MAX_BYTES, NOT_PLAIN_LOOP=NOT_PLAIN_LOOP,
               NOT_PLAIN_FREE=NOT_PLAIN_FREE, NOT_PLAIN_WIDE=NOT_PLAIN_WIDE, NOT_PLAIN_FAILED=NOT_PLAIN_FAILED,
-              NOT_PLAIN_BODY=NOT_PLAIN_BODY, NOT_PLAIN_TWIN=NOT_PLAIN_TWIN, _RUN_BLOCKED=RUN_BLOCKED,
+              NOT_PLAIN_BODY=NOT_PLAIN_BODY, NOT_PLAIN_TWIN=NOT_PLAIN_TWIN,
+              NOT_PLAIN_SHORT_TWIN=NOT_PLAIN_SHORT_TWIN, _RUN_BLOCKED=RUN_BLOCKED,
               _RUN_BROKEN=RUN_BROKEN, _RUN_DEAD=RUN_DEAD, _RUN_FULL=RUN_FULL)
 
 
@@ -380,6 +382,50 @@ cdef int64_t walk_rows(const IR* g, Store* st, Rows* r, const Trie* t, const Pai
     return allowed
 
 
+cdef int64_t walk_stepping(const IR* g, Store* st, Rows* r, const Trie* t, int64_t sid, uint32_t* words,
+                           int64_t max_items, int64_t max_nesting) noexcept nogil:
+    """The walk of the trie `t` from state `sid` that builds no row: a state whose row
+    is built is read from it, any other steps on each byte its trie node goes on with
+    (`flat_kernels.step`). For a trie of a few long tokens, along whose paths building
+    each state's row would also make every state its other bytes lead to (a dozen a
+    row inside a JSON string: the middles of multi-byte characters, the escapes). How
+    many tokens it allowed; a call that fails (see flat.M_FAILED) stops at once."""
+    cdef int64_t capacity = 1024, top = 1, count = 0, node, state, e, nxt, child
+    cdef int64_t* stack = <int64_t*>malloc(2 * capacity * 8)  # (node, state) pairs
+    cdef int64_t* grown
+    if stack == NULL:
+        fail_memory(st)
+        return 0
+    stack[0], stack[1] = 0, sid
+    while top:
+        top -= 1
+        node, state = stack[2 * top], stack[2 * top + 1]
+        if top + (t.edge_start[node + 1] - t.edge_start[node]) > capacity:
+            capacity = 2 * capacity + (t.edge_start[node + 1] - t.edge_start[node])
+            grown = <int64_t*>realloc(stack, 2 * capacity * 8)
+            if grown == NULL:
+                fail_memory(st)
+                break
+            stack = grown
+        for e in range(t.edge_start[node], t.edge_start[node + 1]):
+            if r.expanded[state]:
+                nxt = r.table[256 * state + t.edge_byte[e]]
+            else:
+                nxt = step(g, st, r, state, t.edge_byte[e], max_items, max_nesting)
+                if st.meta[M_FAILED]:
+                    free(stack)
+                    return count
+            if nxt < 0:
+                continue
+            child = t.edge_child[e]
+            count += allow_range(words, t.token_ids, t.token_start[child], t.token_start[child + 1])
+            if t.subtree_end[child] > child + 1:
+                stack[2 * top], stack[2 * top + 1] = child, nxt
+                top += 1
+    free(stack)
+    return count
+
+
 cdef void dominant(const int32_t* row, int64_t* target, int64_t* count, int64_t* live) noexcept nogil:
     """The state the row's live bytes lead to most (the smallest one on a tie) in
     `target`, how many do in `count`, and how many bytes are live in `live`; -1, 0, 0
@@ -488,8 +534,8 @@ def walk_table(table, expanded, loops, edge_start, edge_byte, edge_child, token_
 
 cdef int64_t plain_one(const IR* g, Store* st, Rows* r, const Trie* t, int64_t body, const uint32_t* eos_words,
                        int64_t n_words, const int64_t* g_counted, const int64_t* node_twin, int64_t longest,
-                       int64_t sid, uint32_t* words, uint64_t* free_out, int64_t* aux, int64_t max_items,
-                       int64_t max_nesting) noexcept nogil:
+                       int64_t shorter, int64_t sid, uint32_t* words, uint64_t* free_out, int64_t* aux,
+                       int64_t max_items, int64_t max_nesting) noexcept nogil:
     """A plain state's mask in `words` (zeros on entry) -- no loop, no free bytes, few
     live bytes (so no near state and no counted run): its row, then the walk of the
     whole trie from it. Returns the allowed count, with its free bytes in `free_out` and
@@ -499,19 +545,24 @@ cdef int64_t plain_one(const IR* g, Store* st, Rows* r, const Trie* t, int64_t b
     state inside the JSON string body `body` (>= 0 where the grammar has one) is told
     apart, without its row: NOT_PLAIN_BODY, `aux` the state after the string's closing
     quote; and first, where `longest` > 0, a state with a twin: NOT_PLAIN_TWIN, `aux`
-    the twin. NOT_PLAIN_FAILED where the store was full (see flat.FlatDFA.run)."""
+    the twin, where its count cannot bind within `longest` bytes (any token), and
+    NOT_PLAIN_SHORT_TWIN where it cannot within `shorter` bytes only (0 < shorter <=
+    longest). NOT_PLAIN_FAILED where the store was full (see flat.FlatDFA.run)."""
     cdef int64_t twin, closed, target, count, live, allowed
     cdef Pairs start
     cdef int64_t root = 0
     memset(free_out, 0, 4 * 8)
     aux[0] = DEAD
     if longest > 0:
-        twin = twin_of(g, st, r, g_counted, node_twin, sid, longest)
+        # the shorter bound first: a state it gives no twin (most) is checked once
+        twin = twin_of(g, st, r, g_counted, node_twin, sid, shorter if shorter > 0 else longest)
         if st.meta[M_FAILED]:
             return NOT_PLAIN_FAILED
         if twin >= 0:
             aux[0] = twin
-            return NOT_PLAIN_TWIN
+            if shorter <= 0 or twin_of(g, st, r, g_counted, node_twin, sid, longest) >= 0:
+                return NOT_PLAIN_FAILED if st.meta[M_FAILED] else NOT_PLAIN_TWIN
+            return NOT_PLAIN_FAILED if st.meta[M_FAILED] else NOT_PLAIN_SHORT_TWIN
     if body >= 0:
         closed = body_exit(g, st, r, sid, body, max_items, max_nesting)
         if st.meta[M_FAILED]:
@@ -558,7 +609,7 @@ def walk_building(tuple ir_arrays, list store, table, expanded, loops, accepting
 
 def plain_tokens(tuple ir_arrays, list store, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
                  token_start, token_ids, subtree_end, below, int64_t body, eos_words, g_counted, node_twin,
-                 int64_t longest, int64_t sid, int64_t max_items, int64_t max_nesting):
+                 int64_t longest, int64_t shorter, int64_t sid, int64_t max_items, int64_t max_nesting):
     """`state_tokens` in one call for a plain state (see `plain_one`). Returns (allowed
     count, mask words, free bytes, aux); for a state that is not plain, (NOT_PLAIN_...,
     no words, its free bytes or none, the state after its string or its twin or DEAD)."""
@@ -575,15 +626,15 @@ def plain_tokens(tuple ir_arrays, list store, table, expanded, loops, accepting,
     cdef uint32_t* words = <uint32_t*>buffer_of(words_array, 4, True)
     cdef uint64_t* free_ = <uint64_t*>buffer_of(free_array, 8, True)
     with nogil:
-        allowed = plain_one(&g, &st, &r, &t, body, eos, n_words, counted, twins, longest, sid, words, free_, &aux,
-                            max_items, max_nesting)
+        allowed = plain_one(&g, &st, &r, &t, body, eos, n_words, counted, twins, longest, shorter, sid, words, free_,
+                            &aux, max_items, max_nesting)
     return allowed, words_array if allowed >= 0 else words_array[:0], free_array, aux
 
 
 def plain_tokens_many(tuple ir_arrays, list store, table, expanded, loops, accepting, edge_start, edge_byte,
                       edge_child, token_start, token_ids, subtree_end, below, int64_t body, eos_words, g_counted,
-                      node_twin, int64_t longest, sids, allowed, words, free, aux, done, int64_t max_items,
-                      int64_t max_nesting):
+                      node_twin, int64_t longest, int64_t shorter, sids, allowed, words, free, aux, done,
+                      int64_t max_items, int64_t max_nesting):
     """`plain_tokens` for many states in one call (FlatTokens.plain_tables): for each k from
     done[0] on, allowed[k], words[k], free[k] and aux[k] as `plain_tokens` returns them
     (allowed[k] < 0: not plain, words[k] unused). done[0] counts the states finished,
@@ -609,7 +660,7 @@ def plain_tokens_many(tuple ir_arrays, list store, table, expanded, loops, accep
     with nogil:
         for k in range(done_[0], n):
             memset(words_ + k * n_words, 0, n_words * 4)
-            count = plain_one(&g, &st, &r, &t, body, eos, n_words, counted, twins, longest, sids_[k],
+            count = plain_one(&g, &st, &r, &t, body, eos, n_words, counted, twins, longest, shorter, sids_[k],
                               words_ + k * n_words, its_free, &its_aux, max_items, max_nesting)
             if st.meta[M_FAILED]:
                 break
@@ -640,6 +691,28 @@ def sliced_tokens(tuple ir_arrays, list store, table, expanded, loops, accepting
     start.nodes, start.states, start.n = &root, &sid, 1
     with nogil:
         allowed = slice_count + walk_rows(&g, &st, &r, &t, &start, words, max_items, max_nesting)
+        if r.accepting[sid]:
+            allowed += with_eos(words, eos, n_words)
+    return allowed, words_array
+
+
+def stepped_tokens(tuple ir_arrays, list store, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
+                   token_start, token_ids, subtree_end, below, slice_words, int64_t slice_count, eos_words,
+                   int64_t sid, int64_t max_items, int64_t max_nesting):
+    """`sliced_tokens` with the trie walked by `walk_stepping`, which builds no row
+    (FlatTokens, for a state whose twin gives its short tokens)."""
+    cdef IR g = ir_of(ir_arrays)
+    cdef Store st = store_of(store)
+    cdef Rows r = rows_of(table, expanded, loops, accepting)
+    cdef Trie t = trie_of(edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below)
+    cdef const uint32_t* eos = <const uint32_t*>buffer_of(eos_words, 4, False)
+    cdef int64_t n_words = len(eos_words), allowed
+    words_array = np.array(slice_words, dtype=np.uint32, copy=True)
+    if len(words_array) != n_words:
+        raise ValueError("the slice's mask has the vocabulary's words")
+    cdef uint32_t* words = <uint32_t*>buffer_of(words_array, 4, True)
+    with nogil:
+        allowed = slice_count + walk_stepping(&g, &st, &r, &t, sid, words, max_items, max_nesting)
         if r.accepting[sid]:
             allowed += with_eos(words, eos, n_words)
     return allowed, words_array

@@ -145,11 +145,26 @@ class TokenTrie:
                     self._shared[key] = make(self)
         return self._shared[key]
 
+    def length_split(self, n: int) -> "LengthSplit":
+        """This vocabulary's tokens cut at n bytes (made on first use and kept)."""
+        return self.shared(f"length_split_{n}", lambda trie: LengthSplit(
+            short=pack_ids(trie.token_ids[trie.token_length <= n], trie.vocab_size),
+            long=trie._subtrie(trie.token_length > n)))
+
     def _subtrie(self, keep: np.ndarray) -> "TokenTrie":
         """The trie of the tokens `keep` selects (a mask in this trie's token order)."""
         lengths = self.token_length
         return TokenTrie(self.token_text[np.repeat(keep, lengths)], np.cumsum(lengths[keep]), self.token_ids[keep],
                          self.vocab_size, self.eos_ids.tolist())
+
+
+@dataclass(frozen=True)
+class LengthSplit:
+    """A vocabulary's tokens cut at a length: `short`, packed, those of at most that
+    many bytes (no EOS), and `long`, the trie of the longer ones (with the EOS ids)."""
+
+    short: np.ndarray
+    long: TokenTrie
 
 
 LOOP_SLICE_SIGHTINGS = 2  # build a loop set's slice the second time a first visit meets it

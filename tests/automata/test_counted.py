@@ -151,3 +151,57 @@ def test_no_twin_where_the_count_may_bind(smollm2_vocab):
     assert dfa.twin_of(dfa.walk(dfa.start, b'"'), longest) >= 0
     assert dfa.twin_of(dfa.walk(dfa.start, b'"' + b"x" * last), longest) >= 0
     assert dfa.twin_of(dfa.walk(dfa.start, b'"' + b"x" * (last + 1)), longest) == DEAD
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_short_twin_masks_equal_the_states_own(smollm2_vocab, index):
+    """Past the zone of the longest token but within that of SHORT_TWIN_BYTES, a state
+    takes its twin's mask for short tokens and walks the long ones without building
+    rows: random walks find its mask equal, token for token, to its own full walk."""
+    from structgen.automata.flat_tokens import SHORT_TWIN_BYTES
+
+    grammar = structgen.compile_json_schema(SCHEMAS[index], smollm2_vocab, warm_s=0)
+    rng = random.Random(100 + index)
+    mask = structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
+    longest, short = grammar._trie.longest, 0
+    for _ in range(40):
+        matcher = grammar.matcher()
+        for _ in range(60):
+            state = matcher._stack[-1]
+            if state < 0:
+                break
+            matcher.fill_bitmask(mask, 0)
+            dfa = grammar.dfa
+            if dfa.twin_of(state, SHORT_TWIN_BYTES) >= 0 and dfa.twin_of(state, longest) < 0:
+                own = dfa.state_tokens(grammar._trie, state).words
+                assert np.array_equal(mask[0, : own.size], own), f"state {state}: short-twin mask differs"
+                short += 1
+            allowed = matcher.allowed_token_ids()
+            # mostly short tokens, so that strings grow into the zone a few bytes at a time
+            picks = [t for t in allowed.tolist() if len(smollm2_vocab.token_bytes[t] or b"") <= 4] or allowed.tolist()
+            token = int(rng.choice(picks))
+            if token in grammar.eos_token_ids:
+                break
+            assert matcher.accept_token(token)
+    assert short >= 10  # the walks met the short-twin zone
+
+
+def test_a_word_count_string_past_the_zone_builds_few_states(smollm2_vocab, smollm2_tokenizer):
+    """The mask of a state in a word-count string a few words long, where the count may
+    bind within the longest token: the short tokens come from its twin, and the walk of
+    the long ones builds no row (it built ~3,000 states when it built the row of each
+    state on their paths, one per count of each multi-byte character and escape)."""
+    schema = {"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 100,
+                                                         "pattern": "^(?:\\S+\\s+){0,9}\\S+$"}}
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    matcher = grammar.matcher()
+    mask = structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
+    for token in smollm2_tokenizer.encode('["Highly skilled team', add_special_tokens=False):
+        matcher.fill_bitmask(mask, 0)
+        assert matcher.accept_token(token)
+    before = grammar.dfa.num_states
+    matcher.fill_bitmask(mask, 0)
+    assert grammar.dfa.num_states - before < 600
+    for text in ('",', '"]', " and more"):
+        token = smollm2_tokenizer.encode(text, add_special_tokens=False)[0]
+        assert (mask[0, token >> 5] >> (token & 31)) & 1, text

@@ -1,0 +1,103 @@
+"""Memory made ready ahead of an automaton's next growth, off the decoding step (`Spares`).
+
+An automaton's arrays double when they are full, inside whichever call filled them,
+and that call is most often a decoding step's mask. Most of a doubling's time is not
+the copy: it is the operating system handing over the fresh pages on their first
+touch. On the sandboxed machines we measure on that is ~4 us a page, so doubling a
+48 MB hash table took 100 to 200 ms of one step. `Spares` has a background thread
+allocate the next size of an array, and touch the pages its growth will write, once the
+array is most of the way to full; the growth then takes that array and copies into
+memory that is already there.
+
+Owns the background thread (one per process, made again after a fork) and the arrays
+it made until they are taken. Must not touch an automaton's own arrays: the automaton
+asks for a spare (`prepare`) and swaps it in under its own lock (`take`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+# Arrays smaller than this grow in the step: their pages cost well under a millisecond.
+MIN_SPARE_BYTES = 1 << 20
+# A spare is made once an array holds this share of what it holds when it must grow.
+AHEAD_AT = 0.75
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _background() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="structgen-spares")
+        return _executor
+
+
+def _forget_executor_after_fork() -> None:
+    global _executor, _executor_lock
+    _executor, _executor_lock = None, threading.Lock()  # its thread did not cross the fork
+
+
+os.register_at_fork(after_in_child=_forget_executor_after_fork)
+
+
+class Spares:
+    """The spare arrays of one automaton, by name (one per array it grows).
+
+    `prepare(name, shape, dtype, fill, touched_rows)` asks for an array of that shape to
+    be made in the background: filled with `fill` throughout, or, with `fill` None,
+    left unwritten but for its first `touched_rows` rows (the rows a growth copies
+    into; the rest are written one by one as they are used, and stay unbacked until
+    then). `take(name, shape, dtype)` hands it over if it is ready and of that shape."""
+
+    def __init__(self) -> None:
+        self._ready: dict[str, tuple[np.ndarray, int]] = {}  # name: (array, bytes touched)
+        self._pending: set[str] = set()
+        self._lock = threading.Lock()
+
+    def prepare(self, name: str, shape: tuple[int, ...], dtype, fill=None, touched_rows: int = 0) -> None:
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if nbytes < MIN_SPARE_BYTES:
+            return
+        with self._lock:
+            ready = self._ready.get(name)
+            if name in self._pending or (ready is not None and ready[0].shape == shape):
+                return
+            self._ready.pop(name, None)  # made for a size the array has since passed
+            self._pending.add(name)
+        _background().submit(self._make, name, shape, dtype, fill, touched_rows)
+
+    def _make(self, name: str, shape: tuple[int, ...], dtype, fill, touched_rows: int) -> None:
+        try:
+            if fill is None:
+                array = np.empty(shape, dtype=dtype)
+                array[:touched_rows] = 0  # the first touch, here rather than in the step
+                touched = array[:touched_rows].nbytes
+            else:
+                array = np.full(shape, fill, dtype=dtype)
+                touched = array.nbytes
+        except MemoryError:
+            array = None  # the growth will allocate (and fail) in the step, as without spares
+        with self._lock:
+            self._pending.discard(name)
+            if array is not None:
+                self._ready[name] = (array, touched)
+
+    def take(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray | None:
+        """The spare made for `name`, if it is ready and has this shape and dtype."""
+        with self._lock:
+            ready = self._ready.pop(name, None)
+        if ready is None or ready[0].shape != shape or ready[0].dtype != np.dtype(dtype):
+            return None  # (one of another shape is dropped: the array has passed it)
+        return ready[0]
+
+    def nbytes(self) -> int:
+        """Memory the spares hold: the pages they have touched."""
+        with self._lock:
+            return sum(touched for _, touched in self._ready.values())

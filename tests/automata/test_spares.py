@@ -1,0 +1,80 @@
+"""Spare arrays made ahead of an automaton's growth: what `Spares` hands over, and that
+growths which take them leave every mask as it was."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import structgen
+from structgen.automata import flat, spares
+from structgen.automata.spares import Spares
+from tests.automata.test_flat import SCHEMAS, _both, _tiny_store, same_masks_on_walks
+
+
+def _ready(pool: Spares, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while pool.nbytes() == 0:
+        assert time.monotonic() < deadline, "the background thread made no spare"
+        time.sleep(0.005)
+
+
+def test_a_spare_is_made_in_the_background_and_taken_once():
+    pool = Spares()
+    pool.prepare("hash", (1 << 16, 6), np.int64, fill=-1)  # 3 MB
+    _ready(pool)
+    assert pool.nbytes() == (1 << 16) * 6 * 8
+    assert pool.take("hash", (1 << 15, 6), np.int64) is None  # another shape: not this one
+    pool.prepare("hash", (1 << 16, 6), np.int64, fill=-1)
+    _ready(pool)
+    array = pool.take("hash", (1 << 16, 6), np.int64)
+    assert array.shape == (1 << 16, 6) and (array == -1).all()
+    assert pool.take("hash", (1 << 16, 6), np.int64) is None and pool.nbytes() == 0
+
+
+def test_a_table_spare_counts_only_the_rows_it_touched():
+    pool = Spares()
+    pool.prepare("table", (8192, 256), np.int32, touched_rows=2048)  # 8 MB, 2 MB of it written
+    _ready(pool)
+    assert pool.nbytes() == 2048 * 256 * 4
+    assert pool.take("table", (8192, 256), np.int32).shape == (8192, 256)
+
+
+def test_small_arrays_get_no_spare():
+    pool = Spares()
+    pool.prepare("frames", (1024, 5), np.int64, fill=-1)  # 40 KB: grown in the step
+    time.sleep(0.05)
+    assert pool.nbytes() == 0 and pool.take("frames", (1024, 5), np.int64) is None
+
+
+class _AtOnce:
+    """An executor that runs what it is given before `submit` returns, so that every
+    growth after a `prepare` finds its spare ready."""
+
+    def submit(self, fn, *args):
+        fn(*args)
+
+
+@pytest.mark.parametrize("schema", SCHEMAS[:4], ids=range(4))
+def test_masks_are_right_when_growths_take_spares(monkeypatch, smollm2_vocab, schema):
+    """With a store that is full at every turn and a spare made for every array, the
+    growths copy and rehash into spares, and the masks still equal the Python
+    automaton's."""
+    monkeypatch.setattr(flat, "_new_store", _tiny_store)
+    monkeypatch.setattr(spares, "MIN_SPARE_BYTES", 0)
+    monkeypatch.setattr(spares, "_background", lambda: _AtOnce())
+    taken = []
+    take = Spares.take
+
+    def counted_take(self, name, shape, dtype):
+        array = take(self, name, shape, dtype)
+        taken.append((name, array is not None))
+        return array
+
+    monkeypatch.setattr(Spares, "take", counted_take)
+    python, compiled = _both(monkeypatch, lambda: structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0))
+    same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=50)
+    used = {name for name, hit in taken if hit}
+    assert {f"store{flat.S_HASH}", f"store{flat.S_FRAMES}", f"store{flat.S_ITEMS}"} <= used
