@@ -89,7 +89,7 @@ class TableDFA:
         table = self.spares.take("table", (2 * size, 256), np.int32)
         if table is None:  # not ready, or it filled in one call: have the next made at once
             table = np.empty((2 * size, 256), dtype=np.int32)
-            self.spares.prepare("table", (4 * size, 256), np.int32, touched_rows=2 * size)
+            self.spares.prepare("table", (4 * size, 256), np.int32, 4 * table.nbytes, touched_rows=2 * size)
         table[:size] = self.table
         self.table = table
         self.expanded = np.concatenate([self.expanded, np.zeros(size, bool)])
@@ -99,9 +99,9 @@ class TableDFA:
     def _room_ahead(self, states: int) -> None:
         """With `states` built, have the next table made in the background once this one
         is most of the way to full (the pages its growth copies into, touched there)."""
-        size = self.table.shape[0]
+        size = len(self.table)
         if states >= AHEAD_AT * size:
-            self.spares.prepare("table", (2 * size, 256), np.int32, touched_rows=size)
+            self.spares.prepare("table", (2 * size, 256), np.int32, 2 * self.table.nbytes, touched_rows=size)
 
     def _store_loops(self, sid: int) -> None:
         """Record, from its table row, the bytes on which state `sid` steps to itself."""

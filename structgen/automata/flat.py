@@ -629,7 +629,7 @@ def _grown(store: list[np.ndarray], what: int, spares: Spares) -> None:
         new = spares.take(f"store{i}", _doubled_shape(old), np.int64)
         if new is None:  # not ready, or it filled in one call: have the next made at once
             new = np.full(_doubled_shape(old), -1, dtype=np.int64)
-            spares.prepare(f"store{i}", _doubled_shape(new), np.int64, fill=-1)
+            spares.prepare(f"store{i}", _doubled_shape(new), np.int64, 2 * new.nbytes, ones=True)
         if i == S_HASH:
             kernels.flat_kernels.rehash(old, new)
         else:
@@ -640,10 +640,11 @@ def _grown(store: list[np.ndarray], what: int, spares: Spares) -> None:
 def _store_room_ahead(store: list[np.ndarray], spares: Spares) -> None:
     """Have the next size of each store array made in the background once the array is
     most of the way to full."""
-    meta = store[S_META]
+    counts = store[S_META].tolist()  # (asked after every call: one conversion, no numpy scalars)
     for i, count, per in _STORE_COUNTS:
-        if per * int(meta[count]) >= AHEAD_AT * store[i].shape[0]:
-            spares.prepare(f"store{i}", _doubled_shape(store[i]), np.int64, fill=-1)
+        array = store[i]
+        if per * counts[count] >= AHEAD_AT * len(array):
+            spares.prepare(f"store{i}", _doubled_shape(array), np.int64, 2 * array.nbytes, ones=True)
 
 
 QUOTE = 0x22

@@ -299,6 +299,16 @@ cdef inline void hput(Store* st, int64_t tag, int64_t k1, int64_t k2, int64_t k3
     hset(st, slot_of(st.slots, st.n_slots, tag, k1, k2, k3, k4), tag, k1, k2, k3, k4, value)
 
 
+def fill_bytes(array, int value):
+    """Set every byte of a C-contiguous `array` to `value` without the interpreter lock
+    (`spares.Spares` touches the pages of an array made ahead this way: numpy's fill
+    holds the lock while the pages fault in, and the decoding thread waits on it)."""
+    cdef char* data = <char*>buffer_of(array, array.itemsize, True)
+    cdef size_t n = array.nbytes
+    with nogil:
+        memset(data, value, n)
+
+
 def rehash(old_slots, new_slots):
     """Move every key of a hash table into an empty one (twice as large)."""
     cdef const int64_t* old = <const int64_t*>buffer_of(old_slots, 8, False)

@@ -50,20 +50,22 @@ os.register_at_fork(after_in_child=_forget_executor_after_fork)
 class Spares:
     """The spare arrays of one automaton, by name (one per array it grows).
 
-    `prepare(name, shape, dtype, fill, touched_rows)` asks for an array of that shape to
-    be made in the background: filled with `fill` throughout, or, with `fill` None,
-    left unwritten but for its first `touched_rows` rows (the rows a growth copies
-    into; the rest are written one by one as they are used, and stay unbacked until
-    then). `take(name, shape, dtype)` hands it over if it is ready and of that shape."""
+    `prepare(name, shape, dtype, nbytes, ones, touched_rows)` asks for an array of that
+    shape (`nbytes` in all) to be made in the background: every bit set throughout
+    (`ones`: -1 in every item), or else left unwritten but for its first `touched_rows`
+    rows, zeroed (the rows a growth copies into; the rest are written one by one as they
+    are used, and stay unbacked until then). `take(name, shape, dtype)` hands it over
+    if it is ready and of that shape. The pages are touched without the interpreter
+    lock (`flat_kernels.fill_bytes`)."""
 
     def __init__(self) -> None:
         self._ready: dict[str, tuple[np.ndarray, int]] = {}  # name: (array, bytes touched)
         self._pending: set[str] = set()
         self._lock = threading.Lock()
 
-    def prepare(self, name: str, shape: tuple[int, ...], dtype, fill=None, touched_rows: int = 0) -> None:
-        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        if nbytes < MIN_SPARE_BYTES:
+    def prepare(self, name: str, shape: tuple[int, ...], dtype, nbytes: int, ones: bool = False,
+                touched_rows: int = 0) -> None:
+        if nbytes < MIN_SPARE_BYTES:  # (first: this is asked after every automaton call)
             return
         with self._lock:
             ready = self._ready.get(name)
@@ -71,17 +73,16 @@ class Spares:
                 return
             self._ready.pop(name, None)  # made for a size the array has since passed
             self._pending.add(name)
-        _background().submit(self._make, name, shape, dtype, fill, touched_rows)
+        _background().submit(self._make, name, shape, dtype, ones, touched_rows)
 
-    def _make(self, name: str, shape: tuple[int, ...], dtype, fill, touched_rows: int) -> None:
+    def _make(self, name: str, shape: tuple[int, ...], dtype, ones: bool, touched_rows: int) -> None:
+        from structgen.automata import kernels  # (the kernels import numpy's C API: not at module import)
+
         try:
-            if fill is None:
-                array = np.empty(shape, dtype=dtype)
-                array[:touched_rows] = 0  # the first touch, here rather than in the step
-                touched = array[:touched_rows].nbytes
-            else:
-                array = np.full(shape, fill, dtype=dtype)
-                touched = array.nbytes
+            array = np.empty(shape, dtype=dtype)
+            touched = array if ones else array[:touched_rows]
+            kernels.flat_kernels.fill_bytes(touched, 0xFF if ones else 0)  # the first touch, off the step
+            touched = touched.nbytes
         except MemoryError:
             array = None  # the growth will allocate (and fail) in the step, as without spares
         with self._lock:
