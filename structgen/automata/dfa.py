@@ -21,7 +21,7 @@ import threading
 import numpy as np
 
 from structgen.automata.item_sets import ACCEPT, union
-from structgen.automata.spares import AHEAD_AT, Spares
+from structgen.automata.spares import AHEAD_AT, Spares, empty
 from structgen.automata.tokens import TableTokens
 from structgen.errors import GrammarTooLargeError
 
@@ -88,7 +88,7 @@ class TableDFA:
         size = self.table.shape[0]
         table = self.spares.take("table", (2 * size, 256), np.int32)
         if table is None:  # not ready, or it filled in one call: have the next made at once
-            table = np.empty((2 * size, 256), dtype=np.int32)
+            table = empty((2 * size, 256), np.int32)
             self.spares.prepare("table", (4 * size, 256), np.int32, 4 * table.nbytes, touched_rows=2 * size)
         table[:size] = self.table
         self.table = table

@@ -53,7 +53,7 @@ from structgen.automata.flat_tokens import FlatTokens
 from structgen.automata.item_sets import MAX_STATE_ITEMS, too_ambiguous
 from structgen.automata.liveness import Liveness
 from structgen.automata.nfa import MAX_RULE_NESTING, LazyNFA
-from structgen.automata.spares import AHEAD_AT, Spares
+from structgen.automata.spares import AHEAD_AT, Spares, filled
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 from structgen.grammar.charset import json_body_ir
@@ -628,7 +628,7 @@ def _grown(store: list[np.ndarray], what: int, spares: Spares) -> None:
         old = store[i]
         new = spares.take(f"store{i}", _doubled_shape(old), np.int64)
         if new is None:  # not ready, or it filled in one call: have the next made at once
-            new = np.full(_doubled_shape(old), -1, dtype=np.int64)
+            new = filled(_doubled_shape(old), np.int64, ones=True)
             spares.prepare(f"store{i}", _doubled_shape(new), np.int64, 2 * new.nbytes, ones=True)
         if i == S_HASH:
             kernels.flat_kernels.rehash(old, new)

@@ -79,3 +79,18 @@ def test_masks_are_right_when_growths_take_spares(monkeypatch, smollm2_vocab, sc
     same_masks_on_walks(python, compiled, smollm2_vocab, walks=6, steps=50)
     used = {name for name, hit in taken if hit}
     assert {f"store{flat.S_HASH}", f"store{flat.S_FRAMES}", f"store{flat.S_ITEMS}"} <= used
+
+
+def test_a_spare_that_fails_to_be_made_is_asked_for_again(monkeypatch):
+    """A job that raises leaves nothing pending: the next growth's spare is made."""
+    from structgen.automata import kernels
+
+    fill = kernels.flat_kernels.fill_bytes
+    pool = Spares()
+    monkeypatch.setattr(spares, "_background", lambda: _AtOnce())
+    monkeypatch.setattr(kernels.flat_kernels, "fill_bytes", lambda array, value: 1 / 0, raising=False)
+    with pytest.raises(ZeroDivisionError):
+        pool.prepare("hash", (1 << 16, 6), np.int64, (1 << 16) * 48, ones=True)
+    monkeypatch.setattr(kernels.flat_kernels, "fill_bytes", fill)
+    pool.prepare("hash", (1 << 16, 6), np.int64, (1 << 16) * 48, ones=True)
+    assert pool.take("hash", (1 << 16, 6), np.int64) is not None
