@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
@@ -79,6 +80,15 @@ def filled(shape: tuple[int, ...], dtype, ones: bool) -> np.ndarray:
     return array
 
 
+def _make_if_alive(spares: "weakref.ref[Spares]", *args) -> None:
+    """A queued job holds its automaton's Spares weakly: the spares of an automaton
+    dropped meanwhile (a grammar evicted, a benchmark's next schema) are not made, and
+    do not hold up those of the automata still decoding."""
+    alive = spares()
+    if alive is not None:
+        alive._make(*args)
+
+
 class Spares:
     """The spare arrays of one automaton, by name (one per array it grows).
 
@@ -105,7 +115,7 @@ class Spares:
                 return
             self._ready.pop(name, None)  # made for a size the array has since passed
             self._jobs[name] = None  # asked for: its job is kept below, unless it has already run
-        job = _background().submit(self._make, name, shape, dtype, ones, touched_rows)
+        job = _background().submit(_make_if_alive, weakref.ref(self), name, shape, dtype, ones, touched_rows)
         with self._lock:
             if name in self._jobs and self._jobs[name] is None:
                 self._jobs[name] = job

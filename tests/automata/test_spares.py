@@ -3,6 +3,7 @@ growths which take them leave every mask as it was."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -94,3 +95,26 @@ def test_a_spare_that_fails_to_be_made_is_asked_for_again(monkeypatch):
     monkeypatch.setattr(kernels.flat_kernels, "fill_bytes", fill)
     pool.prepare("hash", (1 << 16, 6), np.int64, (1 << 16) * 48, ones=True)
     assert pool.take("hash", (1 << 16, 6), np.int64) is not None
+
+
+def test_the_spares_of_a_dropped_automaton_are_not_made(monkeypatch):
+    """Jobs still queued for an automaton that is gone are skipped: they would hold up the
+    spares of the automata still decoding."""
+    import gc
+    from concurrent.futures import ThreadPoolExecutor
+
+    made = []
+    make = Spares._make
+    monkeypatch.setattr(Spares, "_make", lambda self, *args: (made.append(args[0]), make(self, *args)))
+    executor = ThreadPoolExecutor(max_workers=1)
+    monkeypatch.setattr(spares, "_background", lambda: executor)
+    gate = threading.Event()
+    executor.submit(gate.wait)  # holds the queue until both automata have asked
+    dropped, kept = Spares(), Spares()
+    dropped.prepare("dropped", (1 << 16, 6), np.int64, (1 << 16) * 48, ones=True)
+    kept.prepare("kept", (1 << 16, 6), np.int64, (1 << 16) * 48, ones=True)
+    del dropped
+    gc.collect()
+    gate.set()
+    executor.shutdown(wait=True)
+    assert made == ["kept"] and kept.take("kept", (1 << 16, 6), np.int64) is not None
