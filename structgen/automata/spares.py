@@ -3,8 +3,8 @@
 An automaton's arrays double when they are full, inside whichever call filled them,
 and that call is most often a decoding step's mask. Most of a doubling's time is not
 the copy: it is the operating system handing over the fresh pages on their first
-touch. On the sandboxed machines we measure on that is ~4 us a page, so doubling a
-48 MB hash table took 100 to 200 ms of one step. `Spares` has a background thread
+touch. On the machines we measure on, doubling a 48 MB hash table took 100 to 200 ms
+of one step (see `empty` for why so much). `Spares` has a background thread
 allocate the next size of an array, and touch the pages its growth will write, once the
 array is most of the way to full; the growth then takes that array and copies into
 memory that is already there.
@@ -121,18 +121,19 @@ class Spares:
                 self._jobs[name] = job
 
     def _make(self, name: str, shape: tuple[int, ...], dtype, ones: bool, touched_rows: int) -> None:
-        array = None
+        made = None  # (array, bytes touched) once it is whole
         try:
             array = empty(shape, dtype)
             touched = array if ones else array[:touched_rows]
             kernels.flat_kernels.fill_bytes(touched, 0xFF if ones else 0)  # the first touch, off the step
+            made = (array, touched.nbytes)
         except MemoryError:
-            array = None  # the growth will allocate (and fail) in the step, as without spares
-        finally:  # whatever happened, the name is no longer pending
+            pass  # the growth will allocate (and fail) in the step, as without spares
+        finally:  # whatever happened, the name is no longer pending, and only a whole array is kept
             with self._lock:
                 self._jobs.pop(name, None)
-                if array is not None:
-                    self._ready[name] = (array, touched.nbytes)
+                if made is not None:
+                    self._ready[name] = made
 
     def take(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray | None:
         """The spare made for `name`, if it has this shape and dtype. One still being

@@ -83,7 +83,8 @@ def test_masks_are_right_when_growths_take_spares(monkeypatch, smollm2_vocab, sc
 
 
 def test_a_spare_that_fails_to_be_made_is_asked_for_again(monkeypatch):
-    """A job that raises leaves nothing pending: the next growth's spare is made."""
+    """A job that raises keeps nothing and leaves nothing pending: the next growth's
+    spare is made, whole."""
     from structgen.automata import kernels
 
     fill = kernels.flat_kernels.fill_bytes
@@ -93,8 +94,10 @@ def test_a_spare_that_fails_to_be_made_is_asked_for_again(monkeypatch):
     with pytest.raises(ZeroDivisionError):
         pool.prepare("hash", (1 << 16, 6), np.int64, (1 << 16) * 48, ones=True)
     monkeypatch.setattr(kernels.flat_kernels, "fill_bytes", fill)
+    assert pool.nbytes() == 0  # the half-made array is not kept
     pool.prepare("hash", (1 << 16, 6), np.int64, (1 << 16) * 48, ones=True)
-    assert pool.take("hash", (1 << 16, 6), np.int64) is not None
+    array = pool.take("hash", (1 << 16, 6), np.int64)
+    assert array is not None and (array == -1).all()
 
 
 def test_the_spares_of_a_dropped_automaton_are_not_made(monkeypatch):
