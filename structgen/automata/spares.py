@@ -16,6 +16,8 @@ asks for a spare (`prepare`) and swaps it in under its own lock (`take`).
 
 from __future__ import annotations
 
+import math
+import mmap
 import os
 import threading
 import weakref
@@ -30,14 +32,13 @@ MIN_SPARE_BYTES = 1 << 20
 # A spare is made once an array holds this share of what it holds when it must grow.
 AHEAD_AT = 0.75
 
-# numpy asks the kernel for huge pages for every array of 4 MB or more. Where the kernel
-# has none free it compacts memory inside the page fault: filling a fresh 48 MB array
-# took 10 ms with huge pages at hand and 200 ms without, against a steady 40 ms with
-# small pages (these machines: THP "madvise", defrag "madvise"). An automaton's arrays
-# grow while requests decode, so they take the steady cost (`empty`).
-_madvise_hugepage = getattr(getattr(np, "_core", None), "multiarray", None)
-_madvise_hugepage = getattr(_madvise_hugepage, "_set_madvise_hugepage", None)
-_madvise_lock = threading.Lock()
+# numpy asks the kernel for huge pages (MADV_HUGEPAGE) for every array of 4 MB or more.
+# Where the kernel has none free it compacts memory inside the page fault: filling a
+# fresh 48 MB array took 10 ms with huge pages at hand and 160-220 ms without, against a
+# steady 40 ms on small pages (these machines: THP "madvise", defrag "madvise"). An
+# automaton's arrays grow while requests decode, so they are anonymous mappings of our
+# own, which ask for nothing (`empty`): small pages where THP is "madvise", and huge pages
+# without compaction in the fault where it is "always".
 
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
@@ -60,17 +61,11 @@ os.register_at_fork(after_in_child=_forget_executor_after_fork)
 
 
 def empty(shape: tuple[int, ...], dtype) -> np.ndarray:
-    """np.empty on small pages (see above): numpy's huge-page request is switched off
-    for this one allocation (it is process-wide: other threads' allocations meanwhile
-    go without it too, which costs them nothing but the hint)."""
-    if _madvise_hugepage is None:
-        return np.empty(shape, dtype=dtype)
-    with _madvise_lock:
-        previous = _madvise_hugepage(False)
-        try:
-            return np.empty(shape, dtype=dtype)
-        finally:
-            _madvise_hugepage(previous)
+    """An unwritten C-contiguous array on an anonymous mapping (see above); the mapping
+    is unmapped when the array and its views are gone."""
+    count = math.prod(shape)
+    mapping = mmap.mmap(-1, max(count * np.dtype(dtype).itemsize, 1))
+    return np.frombuffer(mapping, dtype=dtype, count=count).reshape(shape)
 
 
 def filled(shape: tuple[int, ...], dtype, ones: bool) -> np.ndarray:
@@ -86,7 +81,7 @@ def _make_if_alive(spares: "weakref.ref[Spares]", *args) -> None:
     do not hold up those of the automata still decoding."""
     alive = spares()
     if alive is not None:
-        alive._make(*args)
+        alive.make(*args)
 
 
 class Spares:
@@ -120,7 +115,7 @@ class Spares:
             if name in self._jobs and self._jobs[name] is None:
                 self._jobs[name] = job
 
-    def _make(self, name: str, shape: tuple[int, ...], dtype, ones: bool, touched_rows: int) -> None:
+    def make(self, name: str, shape: tuple[int, ...], dtype, ones: bool, touched_rows: int) -> None:
         made = None  # (array, bytes touched) once it is whole
         try:
             array = empty(shape, dtype)

@@ -147,9 +147,9 @@ class TokenTrie:
 
     def length_split(self, n: int) -> "LengthSplit":
         """This vocabulary's tokens cut at n bytes (made on first use and kept)."""
-        return self.shared(f"length_split_{n}", lambda trie: LengthSplit(
-            short=pack_ids(trie.token_ids[trie.token_length <= n], trie.vocab_size),
-            long=trie._subtrie(trie.token_length > n)))
+        return self.shared(f"length_split_{n}", lambda _: LengthSplit(
+            short=pack_ids(self.token_ids[self.token_length <= n], self.vocab_size),
+            long=self._subtrie(self.token_length > n)))
 
     def _subtrie(self, keep: np.ndarray) -> "TokenTrie":
         """The trie of the tokens `keep` selects (a mask in this trie's token order)."""

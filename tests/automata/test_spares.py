@@ -107,8 +107,8 @@ def test_the_spares_of_a_dropped_automaton_are_not_made(monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
     made = []
-    make = Spares._make
-    monkeypatch.setattr(Spares, "_make", lambda self, *args: (made.append(args[0]), make(self, *args)))
+    make = Spares.make
+    monkeypatch.setattr(Spares, "make", lambda self, *args: (made.append(args[0]), make(self, *args)))
     executor = ThreadPoolExecutor(max_workers=1)
     monkeypatch.setattr(spares, "_background", lambda: executor)
     gate = threading.Event()
