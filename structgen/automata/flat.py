@@ -612,7 +612,7 @@ def _new_store() -> list[np.ndarray]:
 
 # Each store array, and the count that says how full it is (the hash grows at half load).
 _STORE_COUNTS = ((S_FRAMES, M_FRAMES, 1), (S_ITEMS, M_ITEMS, 1), (S_SET_START, M_SETS, 1), (S_SET_ITEMS, M_SET_ITEMS, 1),
-          (S_STATE_SET, M_STATES, 1), (S_STATE_NEXT, M_STATES, 1), (S_HASH, M_HASHED, 2))
+                 (S_STATE_SET, M_STATES, 1), (S_STATE_NEXT, M_STATES, 1), (S_HASH, M_HASHED, 2))
 
 
 def _doubled_shape(array: np.ndarray) -> tuple[int, ...]:

@@ -16,7 +16,7 @@ row, the rows of its multi-byte characters and escapes, and the walk of their ~1
 trie nodes are not needed. A state counting the characters of a string under a
 maxLength that only a long token could reach (`SHORT_TWIN_BYTES`) takes its twin's mask
 for the short tokens and walks the long ones without building rows
-(`token_kernels.stepped_tokens`).
+(`token_kernels.sliced_tokens` with `stepping`).
 Must not know about the engine or the matcher.
 """
 
@@ -247,12 +247,11 @@ def _trie_arrays(trie: TokenTrie) -> tuple:
 def _sliced_flat(dfa: FlatTokens, walk: SlicedWalk, stepping: bool = False) -> StateTokens:
     """One `SlicedWalk`'s mask in one compiled call (`token_kernels.sliced_tokens`):
     its slice's tokens, then the walk of its trie from its state, EOS added from the
-    trie's (none in the rests of `BodyExits`). `stepping`: the walk builds no row
-    (`token_kernels.stepped_tokens`), for a trie of few tokens."""
+    trie's (none in the rests of `BodyExits`). `stepping`: the walk builds no row, for
+    a trie of few tokens."""
     trie = walk.trie
-    kernel = kernels.token_kernels.stepped_tokens if stepping else kernels.token_kernels.sliced_tokens
     with dfa.lock:
-        allowed, words = dfa.run(kernel, lambda: (
+        allowed, words = dfa.run(kernels.token_kernels.sliced_tokens, lambda: (
             dfa.table, dfa.expanded, dfa.loops, dfa.accepting) + _trie_arrays(trie) + (
-            walk.words, walk.count, trie.eos_words.view(np.uint32), walk.start))
+            walk.words, walk.count, trie.eos_words.view(np.uint32), stepping, walk.start))
     return StateTokens(words=words.view(np.int32), num_allowed=allowed, rows_built=walk.rows_built, closed=walk.closed)

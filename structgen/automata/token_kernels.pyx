@@ -672,11 +672,13 @@ def plain_tokens_many(tuple ir_arrays, list store, table, expanded, loops, accep
 
 def sliced_tokens(tuple ir_arrays, list store, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
                   token_start, token_ids, subtree_end, below, slice_words, int64_t slice_count, eos_words,
-                  int64_t sid, int64_t max_items, int64_t max_nesting):
+                  bint stepping, int64_t sid, int64_t max_items, int64_t max_nesting):
     """`state_tokens` in one call for a state whose row is built and whose slice
     (`LoopSlice`: its loop set's, or its free bytes') is known: the slice's tokens,
     then the walk of the trie given -- the slice's other tokens -- from the state.
-    Returns (allowed count, mask words)."""
+    With `stepping`, the walk is `walk_stepping`, which builds no row (a state whose
+    twin gives its short tokens, with a trie of the few long ones). Returns (allowed
+    count, mask words)."""
     cdef IR g = ir_of(ir_arrays)
     cdef Store st = store_of(store)
     cdef Rows r = rows_of(table, expanded, loops, accepting)
@@ -690,29 +692,10 @@ def sliced_tokens(tuple ir_arrays, list store, table, expanded, loops, accepting
     cdef Pairs start
     start.nodes, start.states, start.n = &root, &sid, 1
     with nogil:
-        allowed = slice_count + walk_rows(&g, &st, &r, &t, &start, words, max_items, max_nesting)
-        if r.accepting[sid]:
-            allowed += with_eos(words, eos, n_words)
-    return allowed, words_array
-
-
-def stepped_tokens(tuple ir_arrays, list store, table, expanded, loops, accepting, edge_start, edge_byte, edge_child,
-                   token_start, token_ids, subtree_end, below, slice_words, int64_t slice_count, eos_words,
-                   int64_t sid, int64_t max_items, int64_t max_nesting):
-    """`sliced_tokens` with the trie walked by `walk_stepping`, which builds no row
-    (FlatTokens, for a state whose twin gives its short tokens)."""
-    cdef IR g = ir_of(ir_arrays)
-    cdef Store st = store_of(store)
-    cdef Rows r = rows_of(table, expanded, loops, accepting)
-    cdef Trie t = trie_of(edge_start, edge_byte, edge_child, token_start, token_ids, subtree_end, below)
-    cdef const uint32_t* eos = <const uint32_t*>buffer_of(eos_words, 4, False)
-    cdef int64_t n_words = len(eos_words), allowed
-    words_array = np.array(slice_words, dtype=np.uint32, copy=True)
-    if len(words_array) != n_words:
-        raise ValueError("the slice's mask has the vocabulary's words")
-    cdef uint32_t* words = <uint32_t*>buffer_of(words_array, 4, True)
-    with nogil:
-        allowed = slice_count + walk_stepping(&g, &st, &r, &t, sid, words, max_items, max_nesting)
+        if stepping:
+            allowed = slice_count + walk_stepping(&g, &st, &r, &t, sid, words, max_items, max_nesting)
+        else:
+            allowed = slice_count + walk_rows(&g, &st, &r, &t, &start, words, max_items, max_nesting)
         if r.accepting[sid]:
             allowed += with_eos(words, eos, n_words)
     return allowed, words_array
