@@ -76,7 +76,7 @@ class GrammarAffinityRouter(RequestRouter):
         route = route_of(pending_request)
         candidates = [r for r in candidate_replicas if name_of(r.replica_id) not in route.avoid] \
             or candidate_replicas
-        if route.key is None or len(candidates) == 1:
+        if route.key is None:
             return [candidates]
         ranked = sorted(candidates, key=lambda r: rendezvous_score(route.key, name_of(r.replica_id)), reverse=True)
         ranking = [name_of(r.replica_id) for r in ranked]

@@ -189,3 +189,27 @@ def test_a_key_stays_on_its_warm_replica_until_the_wider_cold_bound():
     # warm on two: the less busy of them, whatever the ranking
     assert choose(ranking, {"a": 3, "b": 0, "c": 1}, {"a", "c"}, 1.5) == "c"
     assert choose(ranking, {"a": 1, "b": 0, "c": 1}, {"a", "c"}, 1.5) == "a"
+
+
+def test_a_key_served_while_one_replica_was_up_stays_on_it_when_another_comes():
+    """Replicas start one by one: the router remembers where a key went while it knew of
+    one replica only, so the next replica, even if it ranks first for the key, does not
+    take it cold."""
+    from types import SimpleNamespace
+
+    from server.ray_serve.router import GrammarAffinityRouter, rendezvous_score
+    from server.ray_serve.routes import BY_GRAMMAR, Route
+
+    def replica(name: str):
+        return SimpleNamespace(replica_id=SimpleNamespace(unique_id=name))
+
+    def choose(key: str, replicas: list) -> list[list[str]]:
+        pending = SimpleNamespace(kwargs={"route": Route(BY_GRAMMAR, key)})
+        ranks = asyncio.run(router.choose_replicas(replicas, pending))
+        return [[r.replica_id.unique_id for r in rank] for rank in ranks]
+
+    router = GrammarAffinityRouter.__new__(GrammarAffinityRouter)  # the routing state only, no Ray
+    router.initialize_state()
+    key = next(f"key{i}" for i in range(100) if rendezvous_score(f"key{i}", "late") > rendezvous_score(f"key{i}", "early"))
+    assert choose(key, [replica("early")]) == [["early"], []]
+    assert choose(key, [replica("early"), replica("late")])[0] == ["early"]
