@@ -167,6 +167,31 @@ def trie_nodes(token_bytes, token_end):
     return parent_array[:n_nodes], byte_array[:n_nodes], node_array
 
 
+def trie_edges(parent):
+    """The trie's edges grouped by parent as CSR: `edge_start` (n + 1, int32), where
+    each node's children begin, and `edge_child` (int32), the children in preorder within
+    each parent -- which is byte order. A counting sort: one pass to count, one to place."""
+    cdef int64_t n = len(parent), node, p
+    start_array = np.zeros(n + 1, dtype=np.int32)
+    child_array = np.empty(max(n - 1, 0), dtype=np.int32)
+    cursor_array = np.empty(n, dtype=np.int32)
+    cdef const int64_t* parent_ = <const int64_t*>buffer_of(parent, 8, False)
+    cdef int32_t* start = <int32_t*>buffer_of(start_array, 4, True)
+    cdef int32_t* child = <int32_t*>buffer_of(child_array, 4, True) if n > 1 else NULL
+    cdef int32_t* cursor = <int32_t*>buffer_of(cursor_array, 4, True) if n else NULL
+    with nogil:
+        for node in range(1, n):
+            start[parent_[node] + 1] += 1
+        for node in range(n):
+            start[node + 1] += start[node]
+            cursor[node] = start[node]
+        for node in range(1, n):
+            p = parent_[node]
+            child[cursor[p]] = <int32_t>node
+            cursor[p] += 1
+    return start_array, child_array
+
+
 def subtree_facts(parent, byte):
     """Per node: one past its last descendant (preorder), and the set of bytes on the
     edges below it as 4 x 64 bits."""
