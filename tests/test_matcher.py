@@ -253,12 +253,16 @@ def test_loop_slice_masks_equal_bruteforce_oracle(smollm2_vocab, monkeypatch):
             grammar.dfa.expand(sid)  # its loop set is known once its row is built
         return [sid for sid in dict.fromkeys(visited) if grammar.dfa.loops[sid].any()]
 
-    for _ in range(2):  # the second grammar meets a loop set already sighted
+    for _ in range(2):  # the second grammar meets a loop set already sighted: its slice is made
         structgen.clear_cache()
         grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
         states = string_states(grammar)
         for sid in states:
             assert allowed_at(grammar, sid) == oracle_allowed(grammar, sid, smollm2_vocab), f"state {sid}"
+    grammar._trie.wait_for_slices()
+    structgen.clear_cache()  # a third grammar's masks are computed with the slices made
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    states = string_states(grammar)
     assert len(states) >= 3
     for sid in states:
         assert grammar._trie.loop_slice(grammar.dfa.loops[sid]) is not None, f"state {sid} walked the whole trie"
@@ -377,12 +381,34 @@ def test_loop_slices_are_bounded(monkeypatch):
     for letters in (b"ab", b"ab", b"bc", b"bc", b"cd"):
         trie.loop_slice(_loop_bits(letters))
     assert trie.loop_slice(_loop_bits(b"cd")) is None  # seen twice, but two slices exist already
+    trie.wait_for_slices()
     built = [s for s in trie._slices.values() if s is not None]
     assert len(built) == 2
     assert trie.loop_slice(_loop_bits(b"ab")).count == 6  # "a", "b", "aa", "ab", "ba", "bb"
     for letters in itertools.combinations(b"abcdefgh", 3):  # 56 one-off loop sets
         assert trie.loop_slice(_loop_bits(bytes(letters))) is None
     assert len(trie._sightings) <= 3
+
+
+def test_a_loop_slice_is_made_off_the_step(monkeypatch):
+    """A step that sees a loop set for the second time asks for its slice and walks on
+    without it; the slice is made on the background thread, and used once made."""
+    import threading
+
+    from structgen.automata import offstep
+    from structgen.automata import token_trie as tt
+
+    monkeypatch.setattr(tt, "LOOP_SLICE_MIN_TOKENS", 1)
+    trie = _abcd_trie()
+    gate = threading.Event()
+    offstep.executor().submit(gate.wait)  # the background thread is busy until the gate opens
+    try:
+        sightings = [trie.loop_slice(_loop_bits(b"ab")) for _ in range(3)]
+    finally:
+        gate.set()
+    assert sightings == [None, None, None]  # none of them waited for the slice
+    trie.wait_for_slices()
+    assert trie.loop_slice(_loop_bits(b"ab")).count == 6
 
 
 def test_loop_slices_hold_a_bounded_number_of_other_tokens(monkeypatch):
@@ -395,6 +421,7 @@ def test_loop_slices_hold_a_bounded_number_of_other_tokens(monkeypatch):
     trie = _abcd_trie()
     for letters in (b"abc", b"abc", b"ab", b"ab"):
         trie.loop_slice(_loop_bits(letters))
+    trie.wait_for_slices()
     first = trie.loop_slice(_loop_bits(b"abc"))
     assert first is not None and first.rest.token_ids.size == 20 - 12  # "d" and what has a "d"
     assert trie.loop_slice(_loop_bits(b"ab")) is None  # its 14 other tokens would pass 20

@@ -9,8 +9,7 @@ allocate the next size of an array, and touch the pages its growth will write, o
 array is most of the way to full; the growth then takes that array and copies into
 memory that is already there.
 
-Owns the background thread (one per process, made again after a fork) and the arrays
-it made until they are taken. Must not touch an automaton's own arrays: the automaton
+Owns the arrays made in the background (`offstep`'s thread) until they are taken. Must not touch an automaton's own arrays: the automaton
 asks for a spare (`prepare`) and swaps it in under its own lock (`take`).
 """
 
@@ -18,14 +17,13 @@ from __future__ import annotations
 
 import math
 import mmap
-import os
 import threading
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 
 import numpy as np
 
-from structgen.automata import kernels
+from structgen.automata import kernels, offstep
 
 # Arrays smaller than this grow in the step: their pages cost well under a millisecond.
 MIN_SPARE_BYTES = 1 << 20
@@ -39,26 +37,6 @@ AHEAD_AT = 0.75
 # automaton's arrays grow while requests decode, so they are anonymous mappings of our
 # own, which ask for nothing (`empty`): small pages where THP is "madvise", and huge pages
 # without compaction in the fault where it is "always".
-
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-
-
-def _background() -> ThreadPoolExecutor:
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="structgen-spares")
-        return _executor
-
-
-def _forget_executor_after_fork() -> None:
-    global _executor, _executor_lock
-    _executor, _executor_lock = None, threading.Lock()  # its thread did not cross the fork
-
-
-os.register_at_fork(after_in_child=_forget_executor_after_fork)
-
 
 def empty(shape: tuple[int, ...], dtype) -> np.ndarray:
     """An unwritten C-contiguous array on an anonymous mapping (see above); the mapping
@@ -110,7 +88,7 @@ class Spares:
                 return
             self._ready.pop(name, None)  # made for a size the array has since passed
             self._jobs[name] = None  # asked for: its job is kept below, unless it has already run
-        job = _background().submit(_make_if_alive, weakref.ref(self), name, shape, dtype, ones, touched_rows)
+        job = offstep.executor().submit(_make_if_alive, weakref.ref(self), name, shape, dtype, ones, touched_rows)
         with self._lock:
             if name in self._jobs and self._jobs[name] is None:
                 self._jobs[name] = job

@@ -2,7 +2,7 @@
 
 Owns: `TokenTrie` (built once per vocabulary and shared by every grammar; `token_trie`),
 its `LoopSlice`s (the tokens made only of a loop set's bytes, packed, and a trie of the
-others), the tables the automata derive from a vocabulary once (`TokenTrie.shared`), and
+others; made on `offstep`'s thread), the tables the automata derive from a vocabulary once (`TokenTrie.shared`), and
 the packed int32 bitmask rows. Knows vocabularies only through `token_bytes`,
 `special_ids`, `eos_token_ids` and `vocab_size`. Must not know about automata, their
 states or the engine: `tokens.py` walks a state's automaton through this trie.
@@ -10,13 +10,14 @@ states or the engine: `tokens.py` walks a state's automaton through this trie.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from structgen.automata import kernels
+from structgen.automata import kernels, offstep
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -67,7 +68,8 @@ class TokenTrie:
         self.longest = int(self.token_length.max()) if self.token_length.size else 0  # bytes
         self._slices: dict[bytes, LoopSlice | None] = {}
         self._sightings: dict[bytes, int] = {}
-        self._built = 0
+        self._built = 0  # slices made or being made
+        self._making: dict[bytes, int] = {}  # loop sets whose slice is being made: the pid that asked
         self._rest_built = 0  # tokens in the rest tries of the slices built
         self._slices_lock = threading.Lock()
         self._shared: dict[str, Any] = {}  # see `shared`
@@ -97,9 +99,13 @@ class TokenTrie:
         return cls.of_tokens(tokens, vocab.vocab_size, vocab.eos_token_ids)
 
     def loop_slice(self, loops: np.ndarray) -> "LoopSlice | None":
-        """The LoopSlice of a loop set (4 x u64), or None where it does not pay: a loop
-        set seen only once (a one-off pattern), one few tokens stay inside, or one that
-        leaves too many tokens outside."""
+        """The LoopSlice of a loop set (4 x u64), or None where there is none: a loop set
+        seen only once (a one-off pattern), one whose slice is still being made, one few
+        tokens stay inside, or one that leaves too many tokens outside. The second time a
+        loop set is seen, its slice is made in the background (`offstep`): making it
+        takes ~4 ms (the trie of the ~37,000 other tokens, for the letters), which the
+        step that saw it would wait for, while a walk of the whole trie in its place
+        takes ~0.2 ms."""
         key = loops.tobytes()
         got = self._slices.get(key)
         if got is not None or key in self._slices:
@@ -107,32 +113,53 @@ class TokenTrie:
         with self._slices_lock:
             if key in self._slices:
                 return self._slices[key]
+            if self._making.get(key) == os.getpid():  # (a job of a parent process did not cross a fork)
+                return None
             if len(self._sightings) >= LOOP_SLICE_MAX_SIGHTINGS:
                 self._sightings.clear()  # a server compiling ever new patterns: forget old counts
             seen = self._sightings[key] = self._sightings.get(key, 0) + 1
             if seen < LOOP_SLICE_SIGHTINGS or self._built >= LOOP_SLICE_MAX_BUILT:
                 return None  # without a slice the walk covers the whole trie: slower, same mask
-            inside = kernels.token_kernels.made_of(self.token_text, self.token_text_end, loops)
-            count = int(inside.sum())
-            got = None
-            rest_count = inside.size - count
-            if (count >= LOOP_SLICE_MIN_TOKENS and rest_count <= LOOP_SLICE_MAX_REST
-                    and self._rest_built + rest_count <= LOOP_SLICE_MAX_REST_TOTAL):
-                lengths = self.token_length[inside]
-                by_length = np.argsort(lengths, kind="stable")
-                got = LoopSlice(
-                    words=pack_ids(self.token_ids[inside], self.vocab_size).view(np.uint32),
-                    count=count,
-                    rest=self._subtrie(~inside),
-                    ids_by_length=self.token_ids[inside][by_length],
-                    length_start=np.searchsorted(lengths[by_length], np.arange(RUN_MAX + 2)),
-                    long=self._subtrie(inside & (self.token_length > RUN_MAX)),
-                )
-            self._slices[key] = got
-            if got is not None:
-                self._built += 1
-                self._rest_built += rest_count
-            return got
+            self._built += 1  # counted now, so that the cap holds while jobs are queued
+            self._making[key] = os.getpid()
+        offstep.executor().submit(self._make_slice, key, loops.copy())
+        return None
+
+    def wait_for_slices(self) -> None:
+        """Return once the slices asked for so far are made (tests; a benchmark's set-up)."""
+        offstep.executor().submit(lambda: None).result()  # one thread: the jobs before it are done
+
+    def _make_slice(self, key: bytes, loops: np.ndarray) -> None:
+        made = None
+        try:
+            made = self._slice_of(loops)
+        finally:  # whatever happened, the loop set is no longer being made
+            with self._slices_lock:
+                self._making.pop(key, None)
+                self._slices[key] = made
+                if made is None:
+                    self._built -= 1
+
+    def _slice_of(self, loops: np.ndarray) -> "LoopSlice | None":
+        inside = kernels.token_kernels.made_of(self.token_text, self.token_text_end, loops)
+        count = int(inside.sum())
+        rest_count = inside.size - count
+        if count < LOOP_SLICE_MIN_TOKENS or rest_count > LOOP_SLICE_MAX_REST:
+            return None
+        with self._slices_lock:
+            if self._rest_built + rest_count > LOOP_SLICE_MAX_REST_TOTAL:
+                return None
+            self._rest_built += rest_count
+        lengths = self.token_length[inside]
+        by_length = np.argsort(lengths, kind="stable")
+        return LoopSlice(
+            words=pack_ids(self.token_ids[inside], self.vocab_size).view(np.uint32),
+            count=count,
+            rest=self._subtrie(~inside),
+            ids_by_length=self.token_ids[inside][by_length],
+            length_start=np.searchsorted(lengths[by_length], np.arange(RUN_MAX + 2)),
+            long=self._subtrie(inside & (self.token_length > RUN_MAX)),
+        )
 
     def shared(self, key: str, make: Callable[["TokenTrie"], Any]) -> Any:
         """`make(self)`, made on first use and kept: a table an automaton derives from

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import structgen
-from structgen.automata import flat, spares
+from structgen.automata import flat, offstep, spares
 from structgen.automata.spares import Spares
 from tests.automata.test_flat import SCHEMAS, _both, _tiny_store, same_masks_on_walks
 
@@ -66,7 +66,7 @@ def test_masks_are_right_when_growths_take_spares(monkeypatch, smollm2_vocab, sc
     automaton's."""
     monkeypatch.setattr(flat, "_new_store", _tiny_store)
     monkeypatch.setattr(spares, "MIN_SPARE_BYTES", 0)
-    monkeypatch.setattr(spares, "_background", lambda: _AtOnce())
+    monkeypatch.setattr(offstep, "executor", lambda: _AtOnce())
     taken = []
     take = Spares.take
 
@@ -89,7 +89,7 @@ def test_a_spare_that_fails_to_be_made_is_asked_for_again(monkeypatch):
 
     fill = kernels.flat_kernels.fill_bytes
     pool = Spares()
-    monkeypatch.setattr(spares, "_background", lambda: _AtOnce())
+    monkeypatch.setattr(offstep, "executor", lambda: _AtOnce())
     monkeypatch.setattr(kernels.flat_kernels, "fill_bytes", lambda array, value: 1 / 0, raising=False)
     with pytest.raises(ZeroDivisionError):
         pool.prepare("hash", (1 << 16, 6), np.int64, (1 << 16) * 48, ones=True)
@@ -110,7 +110,7 @@ def test_the_spares_of_a_dropped_automaton_are_not_made(monkeypatch):
     make = Spares.make
     monkeypatch.setattr(Spares, "make", lambda self, *args: (made.append(args[0]), make(self, *args)))
     executor = ThreadPoolExecutor(max_workers=1)
-    monkeypatch.setattr(spares, "_background", lambda: executor)
+    monkeypatch.setattr(offstep, "executor", lambda: executor)
     gate = threading.Event()
     executor.submit(gate.wait)  # holds the queue until both automata have asked
     dropped, kept = Spares(), Spares()
