@@ -54,7 +54,8 @@ from structgen.automata.flat_tokens import FlatTokens
 from structgen.automata.item_sets import MAX_STATE_ITEMS, too_ambiguous
 from structgen.automata.liveness import Liveness
 from structgen.automata.nfa import MAX_RULE_NESTING, LazyNFA
-from structgen.automata.spares import AHEAD_AT, MIN_SPARE_BYTES, Spares, filled
+from structgen.automata import spares as spare_module
+from structgen.automata.spares import AHEAD_AT, Spares, filled
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 from structgen.grammar.charset import json_body_ir
@@ -644,10 +645,11 @@ def _ahead_points(table: np.ndarray, store: list[np.ndarray]) -> list[tuple[int,
     so that a small automaton, most of them, skips the check after each call (~2.6 us,
     against ~0.1 us for the empty list)."""
     points = []
-    if 2 * table.nbytes >= MIN_SPARE_BYTES:
+    smallest = spare_module.MIN_SPARE_BYTES  # (read at each call: tests lower it)
+    if 2 * table.nbytes >= smallest:
         points.append((M_STATES, math.ceil(AHEAD_AT * len(table))))
     for i, count, per in _STORE_COUNTS:
-        if 2 * store[i].nbytes >= MIN_SPARE_BYTES:
+        if 2 * store[i].nbytes >= smallest:
             points.append((count, math.ceil(AHEAD_AT * len(store[i]) / per)))
     return points
 

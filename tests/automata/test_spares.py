@@ -121,3 +121,23 @@ def test_the_spares_of_a_dropped_automaton_are_not_made(monkeypatch):
     gate.set()
     executor.shutdown(wait=True)
     assert made == ["kept"] and kept.take("kept", (1 << 16, 6), np.int64) is not None
+
+
+def test_an_array_most_of_the_way_to_full_is_made_ahead_of_its_first_growth(monkeypatch, smollm2_vocab):
+    """The check after each automaton call asks for an array's next size once it is
+    three quarters full, so even its first growth finds a spare ready (a growth itself
+    only asks for the size after its own)."""
+    monkeypatch.setattr(spares, "MIN_SPARE_BYTES", 0)
+    monkeypatch.setattr(offstep, "executor", lambda: _AtOnce())
+    first_takes: dict[str, bool] = {}
+    take = Spares.take
+
+    def recorded_take(self, name, shape, dtype):
+        array = take(self, name, shape, dtype)
+        first_takes.setdefault(name, array is not None)
+        return array
+
+    monkeypatch.setattr(Spares, "take", recorded_take)
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "maxLength": 40} for i in range(12)}}
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab)  # its warm-up grows the automaton
+    assert first_takes and all(first_takes.values()), first_takes
