@@ -631,7 +631,7 @@ def _grown(store: list[np.ndarray], what: int, spares: Spares) -> None:
         new = spares.take(f"store{i}", _doubled_shape(old), np.int64)
         if new is None:  # not ready, or it filled in one call: have the next made at once
             new = filled(_doubled_shape(old), np.int64, ones=True)
-            spares.prepare(f"store{i}", _doubled_shape(new), np.int64, 2 * new.nbytes, ones=True)
+            _ask_spare(spares, i, new)
         if i == S_HASH:
             kernels.flat_kernels.rehash(old, new)
         else:
@@ -639,29 +639,27 @@ def _grown(store: list[np.ndarray], what: int, spares: Spares) -> None:
         store[i] = new
 
 
-def _ahead_points(table: np.ndarray, store: list[np.ndarray]) -> list[tuple[int, int]]:
-    """(meta count, value): once the count reaches the value, the table or a store array
-    is most of the way to full (`AHEAD_AT`). Only arrays big enough for a spare have one,
-    so that a small automaton, most of them, skips the check after each call (~2.6 us,
-    against ~0.1 us for the empty list)."""
+def _ask_spare(spares: Spares, i: int, array: np.ndarray) -> None:
+    """Have the next size of store array `i` (now `array`) made in the background."""
+    spares.prepare(f"store{i}", _doubled_shape(array), np.int64, 2 * array.nbytes, ones=True)
+
+
+TABLE = -1  # in `_ahead_points`: the DFA table rather than a store array
+
+
+def _ahead_points(table: np.ndarray, store: list[np.ndarray]) -> list[tuple[int, int, int]]:
+    """(meta count, value, array): once the count reaches the value, the array (a store
+    index, or TABLE) is most of the way to full (`AHEAD_AT`). Only arrays big enough for
+    a spare have one, so that a small automaton, most of them, skips the check after
+    each call (~2.6 us, against ~0.1 us for the empty list)."""
     points = []
     smallest = spare_module.MIN_SPARE_BYTES  # (read at each call: tests lower it)
     if 2 * table.nbytes >= smallest:
-        points.append((M_STATES, math.ceil(AHEAD_AT * len(table))))
+        points.append((M_STATES, math.ceil(AHEAD_AT * len(table)), TABLE))
     for i, count, per in _STORE_COUNTS:
         if 2 * store[i].nbytes >= smallest:
-            points.append((count, math.ceil(AHEAD_AT * len(store[i]) / per)))
+            points.append((count, math.ceil(AHEAD_AT * len(store[i]) / per), i))
     return points
-
-
-def _store_room_ahead(store: list[np.ndarray], spares: Spares) -> None:
-    """Have the next size of each store array made in the background once the array is
-    most of the way to full."""
-    counts = store[S_META].tolist()  # (asked after every call: one conversion, no numpy scalars)
-    for i, count, per in _STORE_COUNTS:
-        array = store[i]
-        if per * counts[count] >= AHEAD_AT * len(array):
-            spares.prepare(f"store{i}", _doubled_shape(array), np.int64, 2 * array.nbytes, ones=True)
 
 
 QUOTE = 0x22
@@ -757,9 +755,12 @@ class FlatDFA(FlatTokens, TableDFA):
         """Have the next size of the arrays most of the way to full made ahead (once
         each until they grow)."""
         due = [point for point in self._ahead if counts[point[0]] >= point[1]]
+        for _, _, array in due:
+            if array == TABLE:
+                self._room_ahead(counts[M_STATES])
+            else:
+                _ask_spare(self.spares, array, self._store[array])
         if due:
-            self._room_ahead(counts[M_STATES])
-            _store_room_ahead(self._store, self.spares)
             self._ahead = [point for point in self._ahead if point not in due]
 
     def _reserve(self) -> None:
