@@ -579,15 +579,21 @@ cdef int64_t plain_one(const IR* g, Store* st, Rows* r, const Trie* t, int64_t b
     memset(free_out, 0, 4 * 8)
     aux[0] = DEAD
     if longest > 0:
-        # the shorter bound first: a state it gives no twin (most) is checked once
-        twin = twin_of(g, st, r, g_counted, node_twin, sid, shorter if shorter > 0 else longest)
+        # the longest bound first: most counted states are far from binding and are
+        # checked once (a twin within it is one within `shorter` too)
+        twin = twin_of(g, st, r, g_counted, node_twin, sid, longest)
         if st.meta[M_FAILED]:
             return NOT_PLAIN_FAILED
         if twin >= 0:
             aux[0] = twin
-            if shorter <= 0 or twin_of(g, st, r, g_counted, node_twin, sid, longest) >= 0:
-                return NOT_PLAIN_FAILED if st.meta[M_FAILED] else NOT_PLAIN_TWIN
-            return NOT_PLAIN_FAILED if st.meta[M_FAILED] else NOT_PLAIN_SHORT_TWIN
+            return NOT_PLAIN_TWIN
+        if shorter > 0:
+            twin = twin_of(g, st, r, g_counted, node_twin, sid, shorter)
+            if st.meta[M_FAILED]:
+                return NOT_PLAIN_FAILED
+            if twin >= 0:
+                aux[0] = twin
+                return NOT_PLAIN_SHORT_TWIN
     if body >= 0:
         closed = body_exit(g, st, r, sid, body, max_items, max_nesting)
         if st.meta[M_FAILED]:
