@@ -696,9 +696,9 @@ class FlatDFA(FlatTokens, TableDFA):
         self.flat = flat
         self._store = _new_store()
         self._free: dict[int, np.ndarray | None] = {}
-        # (meta count, value) pairs at which an array is due a spare; None: to be worked
-        # out again (an array grew)
-        self._ahead: list[tuple[int, int]] | None = None
+        # (meta count, value, array): where an array is due a spare (`_ahead_points`);
+        # None: to be worked out again (an array grew)
+        self._ahead: list[tuple[int, int, int]] | None = None
         self.start = DEAD
         if not empty:
             with self.lock:

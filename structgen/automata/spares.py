@@ -9,8 +9,9 @@ allocate the next size of an array, and touch the pages its growth will write, o
 array is most of the way to full; the growth then takes that array and copies into
 memory that is already there.
 
-Owns the arrays made in the background (`offstep`'s thread) until they are taken. Must not touch an automaton's own arrays: the automaton
-asks for a spare (`prepare`) and swaps it in under its own lock (`take`).
+Owns the arrays made in the background (on `offstep`'s thread) until they are taken.
+Must not touch an automaton's own arrays: the automaton asks for a spare (`prepare`)
+and swaps it in under its own lock (`take`).
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ MIN_SPARE_BYTES = 1 << 20
 # A spare is made once an array holds this share of what it holds when it must grow.
 AHEAD_AT = 0.75
 
-NUMPY_HUGE_PAGE_BYTES = 4 << 20
 # numpy asks the kernel for huge pages (MADV_HUGEPAGE) for every array of 4 MB or more.
 # Where the kernel has none free it compacts memory inside the page fault: filling a
 # fresh 48 MB array took 10 ms with huge pages at hand and 160-220 ms without, against a
 # steady 40 ms on small pages (these machines: THP "madvise", defrag "madvise"). An
-# automaton's arrays grow while requests decode, so they are anonymous mappings of our
-# own, which ask for nothing (`empty`): small pages where THP is "madvise", and huge pages
-# without compaction in the fault where it is "always".
+# automaton's arrays grow while requests decode, so those of that size are anonymous
+# mappings of our own, which ask for nothing (`empty`): small pages where THP is
+# "madvise", and huge pages without compaction in the fault where it is "always".
+NUMPY_HUGE_PAGE_BYTES = 4 << 20
+
 
 def empty(shape: tuple[int, ...], dtype) -> np.ndarray:
     """An unwritten C-contiguous array: from numpy below its huge-page size, where the

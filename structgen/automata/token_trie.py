@@ -2,8 +2,8 @@
 
 Owns: `TokenTrie` (built once per vocabulary and shared by every grammar; `token_trie`),
 its `LoopSlice`s (the tokens made only of a loop set's bytes, packed, and a trie of the
-others; made on `offstep`'s thread), the tables the automata derive from a vocabulary once (`TokenTrie.shared`), and
-the packed int32 bitmask rows. Knows vocabularies only through `token_bytes`,
+others; made on `offstep`'s thread), the tables the automata derive from a vocabulary
+once (`TokenTrie.shared`), and the packed int32 bitmask rows. Knows vocabularies only through `token_bytes`,
 `special_ids`, `eos_token_ids` and `vocab_size`. Must not know about automata, their
 states or the engine: `tokens.py` walks a state's automaton through this trie.
 """
