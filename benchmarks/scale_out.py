@@ -99,19 +99,41 @@ def throughput(records: list[Record], wall: float) -> dict:
             "invalid": sum(r.outcome == "invalid" for r in records)}
 
 
-def started(server_args: str):
-    return Server(SimpleNamespace(url=None, server_args=server_args), start_timeout_s=START_TIMEOUT_S)
+def started(server_args: str, env: dict | None = None):
+    return Server(SimpleNamespace(url=None, server_args=server_args), start_timeout_s=START_TIMEOUT_S, env=env)
 
 
 # -- parts -------------------------------------------------------------------------------
 
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # torch's threads; a Ray replica gets its reserved CPUs
+OVERHEAD_SERVERS = (  # label, `structgen serve` arguments, environment
+    ("one engine", "", None),
+    ("ray, 1 replica", "--replicas 1 --replica-cpus 2 --drain-seconds 5", None),
+    ("one engine, 1 thread", "", ONE_THREAD),
+    ("ray, 1 replica of 1 CPU", "--replicas 1 --replica-cpus 1 --drain-seconds 5", None),
+    ("ray, 2 replicas", "--replicas 2 --drain-seconds 5", None),
+)
+OVERHEAD_PAIRS = (  # (ray, its baseline): each pass of one against the same seeded pass of the other
+    ("ray, 1 replica", "one engine"),
+    ("ray, 1 replica of 1 CPU", "one engine, 1 thread"),
+    ("ray, 2 replicas", "one engine"),
+)
+
 
 def overhead(args, schemas: list[dict]) -> dict:
+    """Each server under the same passes (pass i has seed 100 + i everywhere). A ratio is
+    the median over passes of (Ray's tok/s) / (its baseline's tok/s in the same pass);
+    the pass-to-pass spread of one server here is about +-10%, so pairing by pass matters.
+
+    Two pairs measure the per-replica overhead. One gives the replica and the engine
+    every core: on a machine with no core to spare, the engine's two threads then share
+    them with Ray's own processes (~20% of a core under this load). The other gives each
+    one thread, leaving a core for Ray, as any machine with cores beyond its replicas'
+    does; on this load a lone engine serves the same with one thread as with two."""
     by_name = {s["name"]: s["schema"] for s in schemas}
     rows = {}
-    for label, server_args in (("one engine", ""), ("ray, 1 replica", "--replicas 1 --replica-cpus 2 --drain-seconds 5"),
-                               ("ray, 2 replicas", "--replicas 2 --drain-seconds 5")):
-        with started(f"{server_args} --compile-workers 1") as server:
+    for label, server_args, env in OVERHEAD_SERVERS:
+        with started(f"{server_args} --compile-workers 1", env) as server:
             warm = ZipfWorkload(schemas, args, seed=1, constrained_share=0.5)
             asyncio.run(closed_loop(server.url, warm, by_name, args.requests // 2, args.clients))
             passes = []
@@ -121,11 +143,19 @@ def overhead(args, schemas: list[dict]) -> dict:
                                                                   args.clients))))
         rows[label] = {"passes": passes, "tokens_per_s": statistics.median(p["tokens_per_s"] for p in passes),
                        "ttft_p90_s": statistics.median(p["ttft_p90_s"] for p in passes if p["ttft_p90_s"])}
-        print(f"{label:16} {rows[label]['tokens_per_s']:7.1f} tok/s  TTFT p90 {rows[label]['ttft_p90_s'] * 1e3:6.0f} ms",
-              flush=True)
-    alone = rows["one engine"]["tokens_per_s"]
-    return {"rows": rows, "ray_1_replica_vs_one_engine": round(rows["ray, 1 replica"]["tokens_per_s"] / alone, 3),
-            "ray_2_replicas_vs_one_engine": round(rows["ray, 2 replicas"]["tokens_per_s"] / alone, 3)}
+        print(f"{label:24} {rows[label]['tokens_per_s']:7.1f} tok/s  TTFT p90 "
+              f"{rows[label]['ttft_p90_s'] * 1e3:6.0f} ms", flush=True)
+    ratios = [paired_ratio(rows, ray, base) for ray, base in OVERHEAD_PAIRS]
+    for ratio in ratios:
+        print(f"{ratio['server']} vs {ratio['baseline']}: {ratio['median']:.3f}x "
+              f"(passes {', '.join(f'{r:.3f}' for r in ratio['passes'])})")
+    return {"rows": rows, "ratios": ratios}
+
+
+def paired_ratio(rows: dict, server: str, baseline: str) -> dict:
+    per_pass = [round(p["tokens_per_s"] / b["tokens_per_s"], 3)
+                for p, b in zip(rows[server]["passes"], rows[baseline]["passes"])]
+    return {"server": server, "baseline": baseline, "median": statistics.median(per_pass), "passes": per_pass}
 
 
 def routing(args, schemas: list[dict]) -> dict:

@@ -357,11 +357,12 @@ def free_port() -> int:
 class Server:
     """`structgen serve` as a subprocess (output to a temporary log), or a given URL."""
 
-    def __init__(self, args, root: Path = ROOT, start_timeout_s: float = 180.0):
-        """root: the source tree whose `structgen` runs (another revision's worktree, say)."""
+    def __init__(self, args, root: Path = ROOT, start_timeout_s: float = 180.0, env: dict | None = None):
+        """root: the source tree whose `structgen` runs (another revision's worktree, say);
+        env: variables set for the server on top of this process's environment."""
         self.args, self.proc, self.log = args, None, None
         self.url = args.url
-        self.root, self.start_timeout_s = root, start_timeout_s
+        self.root, self.start_timeout_s, self.env = root, start_timeout_s, env
 
     def __enter__(self):
         if self.url:
@@ -371,7 +372,8 @@ class Server:
         self.log = tempfile.NamedTemporaryFile("w+", prefix="structgen-serve-", suffix=".log", delete=False)
         cmd = [sys.executable, "-c", "import sys; from structgen.cli import main; sys.exit(main())",
                "serve", "--port", str(port), *self.args.server_args.split()]
-        self.proc = subprocess.Popen(cmd, cwd=self.root, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, cwd=self.root, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **self.env} if self.env else None)
         self.wait_healthy(self.start_timeout_s)
         return self
 
