@@ -529,63 +529,68 @@ _last_expanded_size: tuple = (None, None, 0)
 
 def _count_expanded(node: Node, limit: int | None) -> int:
     # Every node reachable, parents before children (a DFS's reversed post-order; the
-    # graph has no cycle once the edges into Ref targets are left out).
-    kids: dict[int, list[Node]] = {}
-    post: list[Node] = []
+    # graph has no cycle once the edges into Ref targets are left out). Each node is
+    # met once in `post` as (id, own positions, children), so the second pass looks
+    # nothing up but the copies.
+    lexemes = _LEXEMES
+    seen: set[int] = set()
+    post: list[tuple] = []
     roots = [node]
     stack: list = [node]
-    while stack:  # iteratively: IR trees nest deep
+    while stack:
         n = stack.pop()
-        if n.__class__ is tuple:  # (node,): all its children are done
-            post.append(n[0])
+        cls = n.__class__
+        if cls is tuple:  # (id, own, children, repeat count): all its children are done
+            post.append(n)
             continue
-        if id(n) in kids:
+        key = id(n)
+        if key in seen:
             continue
-        out = kids[id(n)] = _expanded_children(n)
-        stack.append((n,))
-        if n.__class__ is Ref:
+        seen.add(key)
+        lexeme = lexemes.get(key) is n
+        children = () if lexeme else _expanded_children(n, cls)
+        stack.append((key, _own_positions(n, cls, lexeme), children,
+                      max(n.max if n.max is not None else max(n.min, 1), 1) if cls is Repeat else 1))
+        if cls is Ref:
             roots.append(n.target)
             stack.append(n.target)
-        stack += out
-    copies = dict.fromkeys(kids, 0)
+        stack += children
+    copies = dict.fromkeys(seen, 0)
     for root in roots:
         copies[id(root)] = 1
     total = 0
-    for n in reversed(post):
-        mine = copies[id(n)]
-        total += _own_positions(n) * mine
+    for key, own, children, repeats in reversed(post):
+        mine = copies[key]
+        total += own * mine
         if limit is not None and total > limit:
             return total
-        if n.__class__ is Repeat:
-            mine *= max(n.max if n.max is not None else max(n.min, 1), 1)
-        for child in kids[id(n)]:
-            if copies[id(child)] < mine:
-                copies[id(child)] = mine
+        mine *= repeats
+        for child in children:
+            child_key = id(child)
+            if copies[child_key] < mine:
+                copies[child_key] = mine
     return total
 
 
-def _own_positions(n: Node) -> int:
-    if n.__class__ is Bytes and not is_lexeme(n):
+def _own_positions(n: Node, cls: type, lexeme: bool) -> int:
+    if cls is Bytes and not lexeme:
         return len(n.data)
-    if n.__class__ is Graph and not is_lexeme(n):
+    if cls is Graph and not lexeme:
         return n.num_states
     if isinstance(n, Stepper):
         return n.size()
     return 1
 
 
-def _expanded_children(n: Node) -> list[Node]:
-    """The children `expanded_size` counts: none below a lexeme, a Stepper or a Ref
-    (whose target is a root of its own)."""
-    cls = n.__class__
+def _expanded_children(n: Node, cls: type) -> tuple | list:
+    """The children of a node that is not a lexeme that `expanded_size` counts: none
+    below a Stepper or a Ref (whose target is a root of its own)."""
     if cls is Concat or cls is Alt:
-        return [] if is_lexeme(n) else list(n.items)
+        return n.items
     if cls is Bytes or cls is ByteSet or cls is Ref or isinstance(n, Stepper):
-        return []
-    if is_lexeme(n):
-        return []
+        return ()
     if cls is Repeat:
-        return [n.item]
+        return (n.item,)
     if cls is Graph:
         return [label for _, _, label in n.edges if label is not None]
     if cls is Members:  # states are built when reached: count the parts once
