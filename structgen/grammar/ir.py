@@ -530,14 +530,14 @@ _last_expanded_size: tuple = (None, None, 0)
 def _count_expanded(node: Node, limit: int | None) -> int:
     # Every node reachable, parents before children (a DFS's reversed post-order; the
     # graph has no cycle once the edges into Ref targets are left out). Each node is
-    # met once in `post` as (id, own positions, children), so the second pass looks
-    # nothing up but the copies.
+    # met once in `post` as (id, own positions, children, repeat count), so the second
+    # pass looks nothing up but the copies.
     lexemes = _LEXEMES
     seen: set[int] = set()
     post: list[tuple] = []
     roots = [node]
     stack: list = [node]
-    while stack:
+    while stack:  # iteratively: IR trees nest deep
         n = stack.pop()
         cls = n.__class__
         if cls is tuple:  # (id, own, children, repeat count): all its children are done
@@ -583,8 +583,8 @@ def _own_positions(n: Node, cls: type, lexeme: bool) -> int:
 
 
 def _expanded_children(n: Node, cls: type) -> tuple | list:
-    """The children of a node that is not a lexeme that `expanded_size` counts: none
-    below a Stepper or a Ref (whose target is a root of its own)."""
+    """The children `expanded_size` counts of a node that is not a lexeme: none below a
+    Stepper or a Ref (whose target is a root of its own)."""
     if cls is Concat or cls is Alt:
         return n.items
     if cls is Bytes or cls is ByteSet or cls is Ref or isinstance(n, Stepper):
