@@ -1,7 +1,9 @@
 """The build of structgen's compiled kernels (everything else is in pyproject.toml).
 
-The grammar automaton's kernels are Cython (structgen/automata/*.pyx), compiled to C
-extensions when the package is built (`pip install .`, `pip install -e .`, a wheel).
+The grammar automaton's kernels are Cython (structgen/automata/*.pyx), and so is the
+engine's int8 block matmul (structgen/engine/kernels/int8_rows.pyx, with its C in
+int8_rows.h); all are compiled to C extensions when the package is built (`pip install .`,
+`pip install -e .`, a wheel).
 """
 
 import sys
@@ -11,6 +13,10 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 KERNELS = ["flat_kernels", "token_kernels"]
+OPTIMIZE = ["/O2"] if sys.platform == "win32" else ["-O3"]
+# int8_rows.h rounds every product and sum as it writes them: no contraction into FMAs
+# beyond the ones it asks for, so its portable and AVX2 paths give the same bits.
+EXACT_FLOAT = ["/fp:precise"] if sys.platform == "win32" else ["-ffp-contract=off"]
 
 extensions = [
     Extension(
@@ -18,9 +24,16 @@ extensions = [
         [f"structgen/automata/{name}.pyx"],
         include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["/O2"] if sys.platform == "win32" else ["-O3"],
+        extra_compile_args=OPTIMIZE,
     )
     for name in KERNELS
+] + [
+    Extension(
+        "structgen.engine.kernels.int8_rows",
+        ["structgen/engine/kernels/int8_rows.pyx"],
+        include_dirs=["structgen/engine/kernels"],
+        extra_compile_args=OPTIMIZE + EXACT_FLOAT,
+    )
 ]
 
 setup(ext_modules=cythonize(extensions, include_path=["."], compiler_directives={"language_level": 3}))

@@ -166,17 +166,20 @@ def test_a_4_bit_gguf_tensor_becomes_an_int4_layer_as_stored(written_gguf, fmt):
 
 def test_the_embedded_gguf_is_read_as_stored_and_matches_its_float_conversion(tmp_path):
     """Every decoder linear layer of the embedded file (Q4_1), fused and with the
-    Q/K rows put back in the model's order, equals the float weights transformers
-    converted from the same file."""
+    Q/K rows put back in the model's order, and its head (the tied embedding table,
+    Q8_0), equal the float weights transformers converted from the same file."""
     from safetensors.numpy import load_file
 
     from structgen import default_model
 
     path = default_model.default_gguf_path()
     stored = gguf_weights.stored_linears(path, 9, 3, cache=tmp_path / "stored.safetensors")
-    assert len(stored) == 30 * 4 and (tmp_path / "stored.safetensors").is_file()
+    assert len(stored) == 30 * 4 + 1 and (tmp_path / "stored.safetensors").is_file()
+    head = stored.pop("lm_head")
     assert all(isinstance(blocks, gguf_weights.Int4Blocks) for blocks in stored.values())
     floats = load_file(str(default_model.gguf_as_hf_dir(path) / "model.safetensors"))
+    assert isinstance(head, gguf_weights.Int8Blocks)
+    assert np.array_equal(head.dequantize(), floats["model.embed_tokens.weight"])
     for layer in (0, 29):
         hf = f"model.layers.{layer}."
         qkv = np.concatenate([floats[hf + f"self_attn.{p}_proj.weight"] for p in "qkv"])
@@ -186,6 +189,7 @@ def test_the_embedded_gguf_is_read_as_stored_and_matches_its_float_conversion(tm
         assert np.array_equal(stored[f"layers.{layer}.mlp.down"].dequantize(), floats[hf + "mlp.down_proj.weight"])
     cached = gguf_weights.stored_linears(path, 9, 3, cache=tmp_path / "stored.safetensors")
     assert np.array_equal(cached["layers.5.attn.qkv"].q, stored["layers.5.attn.qkv"].q)
+    assert np.array_equal(cached["lm_head"].q, head.q) and np.array_equal(cached["lm_head"].scale, head.scale)
 
 
 def test_the_default_is_native_for_the_embedded_model_only(tmp_path):
@@ -205,10 +209,18 @@ def test_the_default_is_native_for_the_embedded_model_only(tmp_path):
         quantize_model(other.model, "auto")
 
 
-def test_native_runs_the_embedded_files_4_bit_layers_as_stored():
+def test_native_runs_the_embedded_files_4_bit_layers_and_8_bit_head_as_stored():
     engine = Engine(quantization="native", kv_cache_bytes=64 << 20)
     assert isinstance(engine.model.layers[0].attn.qkv, quantization.Int4Linear)
     assert isinstance(engine.model.layers[29].mlp.down, quantization.Int4Linear)
+    head = engine.model.lm_head
+    assert isinstance(head, quantization.Int8BlockHead)
+    assert torch.equal(head.dequantized(), engine.model.embed.weight)  # the table the float engine reads
+    hidden = torch.randn(3, engine.model.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    float_logits = hidden @ engine.model.embed.weight.T
+    logits = engine.model.compute_logits(hidden)
+    assert logits.dtype == torch.float32
+    assert torch.allclose(logits, float_logits, rtol=0, atol=1e-4), (logits - float_logits).abs().max()
     params = SamplingParams(max_tokens=3, temperature=0.0)
     out = engine.generate(["The capital of France is"], params)[0]
     assert out.text.strip().startswith("Paris"), out.text

@@ -7,6 +7,8 @@ from, and the map from GGUF tensor names to the model's linear layers:
   they are, with no float round trip and no second rounding;
 - Q8_0: 8-bit values in groups of 32 with a scale each (`Int8Blocks`, w = q * scale);
 - any other format (Q6_K, Q5_K, F16, ...): dequantized to float32 by `gguf`.
+The LM head is stored as `output.weight`, or, in a model with tied embeddings, is the
+embedding table `token_embd.weight`; it is read as the layer "lm_head".
 Every decode reproduces `gguf`'s own dequantization bit for bit. Q and K projections
 are stored by GGUF with their rows permuted for its rotary layout; `unpermute_rows`
 undoes it as the Hugging Face conversion does. Reading the file's header costs seconds
@@ -32,6 +34,7 @@ LINEAR_NAMES = {
     "ffn_gate.weight": ("mlp.gate_up", 0), "ffn_up.weight": ("mlp.gate_up", 1),
     "ffn_down.weight": ("mlp.down", None),
 }
+HEAD = "lm_head"  # the model's name for the LM head
 _BLOCK_RE = re.compile(r"blk\.(\d+)\.(.+)")
 
 
@@ -98,8 +101,11 @@ def read_tensors(path: Path) -> dict[str, GGUFTensor]:
     return tensors
 
 
-def linear_target(gguf_name: str) -> tuple[str, int | None] | None:
-    """The model's linear layer ("layers.3.attn.qkv") and fused slice a GGUF tensor fills."""
+def linear_target(gguf_name: str, tied: bool = False) -> tuple[str, int | None] | None:
+    """The model's linear layer ("layers.3.attn.qkv") and fused slice a GGUF tensor fills.
+    `tied`: the file has no `output.weight`, so the embedding table is the head too."""
+    if gguf_name == "output.weight" or (tied and gguf_name == "token_embd.weight"):
+        return HEAD, None
     match = _BLOCK_RE.fullmatch(gguf_name)
     if not match or match.group(2) not in LINEAR_NAMES:
         return None
@@ -174,15 +180,18 @@ StoredLinear = Int4Blocks | Int8Blocks
 
 def stored_linears(path: Path, num_heads: int, num_kv_heads: int, cache: Path | None = None
                    ) -> dict[str, StoredLinear]:
-    """The decoder's linear layers as the file stores them: fused (q/k/v, gate/up), in
-    the model's row order, by layer name ("layers.3.attn.qkv"). A layer
-    with a part in another format (a float, Q6_K, ...) is left out: it loads as float.
+    """The decoder's linear layers and the LM head as the file stores them: fused (q/k/v,
+    gate/up), in the model's row order, by layer name ("layers.3.attn.qkv", "lm_head").
+    A layer with a part in another format (a float, Q6_K, ...) is left out: it loads as
+    float.
     `cache`: a safetensors file that holds the result after the first read."""
     if cache is not None and cache.is_file():
         return _load_cached(cache)
     parts: dict[str, dict] = {}
-    for name, tensor in read_tensors(path).items():
-        target = linear_target(name)
+    tensors = read_tensors(path)
+    tied = "output.weight" not in tensors
+    for name, tensor in tensors.items():
+        target = linear_target(name, tied)
         if target is None:
             continue
         decoded = tensor.decoded() if tensor.format in (*INT4_FORMATS, "Q8_0") else None

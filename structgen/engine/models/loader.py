@@ -53,12 +53,16 @@ class LoadedModel:
     embedded: bool = False  # the embedded default model (no source named)
 
     def stored_linears(self) -> dict:
-        """The linear layers as the GGUF file stores them (`gguf_weights.stored_linears`,
+        """The linear layers and the LM head as the GGUF file stores them (`gguf_weights.stored_linears`,
         cached beside the converted folder); {} for any other source."""
         if self.gguf is None:
             return {}
         c = self.config
-        cache = self.folder / "gguf-blocks" / "decoder-linears.safetensors"  # a subfolder: not read as weights
+        # A subfolder: not read as weights. The name changes whenever what it holds does.
+        cache = self.folder / "gguf-blocks" / "linears-and-head.safetensors"
+        for stale in cache.parent.glob("*.safetensors") if cache.parent.is_dir() else ():
+            if stale != cache:  # what an older version cached
+                stale.unlink(missing_ok=True)
         return stored_linears(self.gguf, c.num_heads, c.num_kv_heads, cache=cache)
 
 

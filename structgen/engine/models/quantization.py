@@ -13,7 +13,8 @@ or the device cannot run (`QuantizationError`, naming the layer or the capabilit
   `torch._scaled_mm` on GPUs of compute capability 8.9 and up, with each token's
   activations scaled to e4m3 on the fly; other devices are refused.
 - "native": a GGUF file's 4- and 8-bit layers as stored (see `quantize_model`); any
-  other layer or checkpoint stays float.
+  other layer or checkpoint stays float. On CPU an LM head the file stores as Q8_0 runs
+  as stored too (`Int8BlockHead`), in float32.
 - None or "float": none; the weights stay in the engine's dtype.
 - "auto" (the default): "native" for the embedded default model on CPU, where it decodes
   ~1.9x faster than float at batch 1 and the quality guard finds it lossless (perplexity
@@ -22,12 +23,14 @@ or the device cannot run (`QuantizationError`, naming the layer or the capabilit
 With bfloat16 activations a last-bit difference upstream can round a layer's input the
 other way: prefill attention is computed so that a prefix-cache hit gives a cold
 prefill's logits exactly; logits still differ in their last float32 bits with the other
-rows of their step (the LM head's matmul), and decode attention with the other decodes.
+rows of their step where the LM head is float (torch's matmul; native's int8 head is
+row by row), and decode attention with the other decodes.
 
-Every linear layer of the decoder is quantized. The LM head stays float: the packed
-kernels return their activations' bfloat16, and logits rounded to it (a step of 1/16 at
-a logit of 10) would change what sampling draws and what logprobs report whenever the
-hidden state moves by a rounding. Norms, biases and the rotary tables stay float too.
+Every linear layer of the decoder is quantized. The LM head stays float32, or, under
+native, reads the file's int8 blocks but still multiplies in float32: the packed kernels
+return their activations' bfloat16, and logits rounded to it (a step of 1/16 at a logit
+of 10) would change what sampling draws and what logprobs report whenever the hidden
+state moves by a rounding. Norms, biases and the rotary tables stay float too.
 Must not read checkpoints or know more of the model than its linear layers.
 """
 
@@ -37,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from structgen.engine.kernels import int8_matmul
 from structgen.errors import StructgenError
 
 MODES = ("int8", "int4", "fp8", "native")
@@ -144,6 +148,27 @@ class Int4Linear(nn.Module):
         return ((q - 8.0) * scale[..., None] + zero[..., None]).reshape(out_features, in_features)
 
 
+class Int8BlockHead(nn.Module):
+    """The LM head as a GGUF file stores it in Q8_0: int8 weights in blocks of 32 with a
+    float32 scale each, multiplied in float32 by `kernels.int8_matmul` on CPU. Its logits
+    are the float head's up to the order of the sums (a quarter of the bytes read per
+    step), and a row's logits are the same bits whatever else the step holds."""
+
+    def __init__(self, q: torch.Tensor, scale: torch.Tensor):
+        super().__init__()
+        int8_matmul.require()
+        int8_matmul.check_blocks(q, scale)
+        self.register_buffer("q", q.contiguous())
+        self.register_buffer("scale", scale.contiguous())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return int8_matmul.matmul(x, self.q, self.scale)
+
+    def dequantized(self) -> torch.Tensor:
+        rows, cols = self.q.shape
+        return (self.q.float().reshape(rows, -1, int8_matmul.BLOCK) * self.scale[..., None]).reshape(rows, cols)
+
+
 class Fp8Linear(nn.Module):
     """e4m3 weights with a scale per output channel, through `torch._scaled_mm`."""
 
@@ -226,12 +251,14 @@ def quantized_linear(layer_name: str, weight: torch.Tensor, bias: torch.Tensor |
 
 def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT_GROUP_SIZE,
                    stored: dict | None = None) -> None:
-    """Replace, in place, every decoder linear layer with `mode`'s (the LM head stays).
+    """Replace, in place, every decoder linear layer with `mode`'s (the LM head stays,
+    but for native's on CPU).
 
     `stored`: layers as a quantized checkpoint holds them, by layer name
     (`gguf_weights.stored_linears`). A 4-bit one becomes an int4 layer as it
     is, when the mode is native or int4 at its group size; an 8-bit one an int8 layer when
-    the mode is native. Native leaves the layers `stored` lacks float."""
+    the mode is native, and an 8-bit head ("lm_head") an `Int8BlockHead` when the mode is
+    native and the model is on CPU. Native leaves the layers `stored` lacks float."""
     check_mode(mode, group_size)
     if mode == AUTO:
         raise QuantizationError(f"{AUTO!r} is resolved by the engine, which knows the checkpoint; "
@@ -248,17 +275,25 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
                 layer = _layer(full, child.weight, child.bias, mode, group_size, stored.get(full))
                 if layer is not None:
                     setattr(module, child_name, layer)
+    head = stored.get("lm_head")
+    if mode == NATIVE and _int8_blocks(head) and model.embed.weight.device.type == "cpu":
+        model.lm_head = Int8BlockHead(torch.from_numpy(head.q), torch.from_numpy(head.scale))
+
+
+def _int8_blocks(blocks) -> bool:
+    """Whether stored blocks are 8-bit (a scale, no minimum)."""
+    return blocks is not None and getattr(blocks, "minimum", None) is None
 
 
 def _layer(name: str, weight: torch.Tensor, bias: torch.Tensor | None, mode: str | None, group_size: int,
            blocks) -> nn.Module | None:
     """The layer that replaces `name`, built from its stored blocks where they serve the
     mode; None: keep the float layer (native, nothing stored that serves)."""
-    four_bit = blocks is not None and getattr(blocks, "minimum", None) is not None
+    four_bit = blocks is not None and not _int8_blocks(blocks)
     if four_bit and (mode == NATIVE or (mode == "int4" and group_size == blocks.q.shape[1] // blocks.scale.shape[1])):
         return Int4Linear.from_blocks(*(torch.from_numpy(getattr(blocks, f)).to(weight.device)
                                         for f in ("q", "scale", "minimum")), bias, weight.dtype)
-    if blocks is not None and not four_bit and mode == NATIVE:
+    if _int8_blocks(blocks) and mode == NATIVE:
         return Int8Linear(weight, bias)  # GGUF's per-32 scales, requantized to one per row
     if mode == NATIVE:
         return None
