@@ -1,8 +1,8 @@
 """The build of structgen's compiled kernels (everything else is in pyproject.toml).
 
-The grammar automaton's kernels are Cython (structgen/automata/*.pyx), and so is the
-engine's int8 block matmul (structgen/engine/kernels/int8_rows.pyx, with its C in
-int8_rows.h); all are compiled to C extensions when the package is built (`pip install .`,
+The grammar automaton's kernels are Cython (structgen/automata/*.pyx), and so are the
+engine's CPU kernels (structgen/engine/kernels/cpu_kernels.pyx, with their C in the
+headers beside it); all are compiled to C extensions when the package is built (`pip install .`,
 `pip install -e .`, a wheel).
 """
 
@@ -14,8 +14,8 @@ from setuptools import Extension, setup
 
 KERNELS = ["flat_kernels", "token_kernels"]
 OPTIMIZE = ["/O2"] if sys.platform == "win32" else ["-O3"]
-# int8_rows.h rounds every product and sum as it writes them: no contraction into FMAs
-# beyond the ones it asks for, so its portable and AVX2 paths give the same bits.
+# The engine's kernels round every product and sum as they write them: no contraction into FMAs
+# beyond the ones they ask for, so int8_rows.h's portable and AVX2 paths give the same bits.
 EXACT_FLOAT = ["/fp:precise"] if sys.platform == "win32" else ["-ffp-contract=off"]
 
 extensions = [
@@ -29,8 +29,8 @@ extensions = [
     for name in KERNELS
 ] + [
     Extension(
-        "structgen.engine.kernels.int8_rows",
-        ["structgen/engine/kernels/int8_rows.pyx"],
+        "structgen.engine.kernels.cpu_kernels",
+        ["structgen/engine/kernels/cpu_kernels.pyx"],
         include_dirs=["structgen/engine/kernels"],
         extra_compile_args=OPTIMIZE + EXACT_FLOAT,
     )

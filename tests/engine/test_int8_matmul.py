@@ -50,7 +50,9 @@ def test_weights_it_cannot_read_are_refused_plainly():
     q, scale, _ = blocks(64, 64)
     with pytest.raises(ValueError, match="multiple of 32"):
         int8_matmul.check_blocks(q[:, :48].contiguous(), scale)
-    with pytest.raises(ValueError, match=r"float32 scales of shape \(64, 2\)"):
+    with pytest.raises(ValueError, match=r"float32 CPU scales of shape \(64, 2\)"):
         int8_matmul.check_blocks(q, scale[:, :1])
     with pytest.raises(ValueError, match="2-d int8 CPU tensor"):
         int8_matmul.check_blocks(q.float(), scale)
+    with pytest.raises(ValueError, match="width 64"):
+        int8_matmul.matmul(torch.zeros(2, 32), q, scale)

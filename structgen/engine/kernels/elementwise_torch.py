@@ -2,7 +2,8 @@
 before it), rotary embeddings and SiLU-gated MLP activation.
 
 The CPU path and the oracle of `elementwise_triton`, which has the same functions
-with the same rounding. Rounding follows the reference implementations: norms are
+with the same rounding. On CPU, float32 norms go to `norm_cpu`'s C kernel (torch's
+rms_norm is slow on the short rows of a decode step); elsewhere torch computes them. Rounding follows the reference implementations: norms are
 computed in float32 and cast back before the weight multiplies, every bf16/fp16 op
 rounds its result. Owns only this math; never touches the KV cache or the weights'
 layout.
@@ -13,9 +14,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from structgen.engine.kernels import norm_cpu
+
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm over the last dimension, computed in float32."""
+    if norm_cpu.fits(x, weight):
+        return norm_cpu.rms_norm(x, weight, eps)
     if x.dtype == torch.float32 and weight.dtype == torch.float32:
         return F.rms_norm(x, weight.shape, weight, eps)  # one fused op
     x32 = x.float()
@@ -27,6 +32,8 @@ def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor, weight: torch.Tens
                  eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(residual + delta, RMSNorm of that sum): a layer's skip connection and the next
     norm, which the Triton version does in one pass."""
+    if residual.shape == delta.shape and norm_cpu.fits(residual, weight) and norm_cpu.fits(delta, weight):
+        return norm_cpu.add_rms_norm(residual, delta, weight, eps)
     total = residual + delta
     return total, rms_norm(total, weight, eps)
 

@@ -2,8 +2,8 @@
 each (GGUF's Q8_0: w = q * scale), into float32, on CPU: the LM head of a model whose
 file stores it so.
 
-Owns the call into the compiled kernel (`int8_rows`, built from int8_rows.pyx when the
-package is installed), on the calling thread with the GIL released. A row's result is
+Owns the call into the compiled kernel (int8_rows.h, through `cpu_kernels`, built from
+cpu_kernels.pyx when the package is installed), on the calling thread with the GIL released. A row's result is
 computed in one fixed order, so it is the same bits whatever else the batch holds. Must
 not know about models or layers.
 
@@ -21,9 +21,9 @@ import torch
 from structgen.errors import KernelsNotBuiltError
 
 try:
-    from structgen.engine.kernels import int8_rows
+    from structgen.engine.kernels import cpu_kernels
 except ImportError as error:  # a checkout whose extensions were not built
-    int8_rows = None
+    cpu_kernels = None
     _MISSING: ImportError | None = error
 else:
     _MISSING = None
@@ -35,20 +35,21 @@ def require() -> None:
     """Raise KernelsNotBuiltError where the compiled kernel cannot be imported."""
     if _MISSING is not None:
         raise KernelsNotBuiltError(
-            f"structgen's compiled int8 matmul (structgen/engine/kernels/int8_rows.pyx) does not load ({_MISSING}): "
+            f"structgen's compiled CPU kernels (structgen/engine/kernels/cpu_kernels.pyx) do not load ({_MISSING}): "
             "install the package from its checkout with `pip install -e .` (or run "
             "`python setup.py build_ext --inplace` there)")
 
 
 def check_blocks(q: torch.Tensor, scale: torch.Tensor) -> None:
     """Refuse weights the kernel cannot read, saying what is wrong with them."""
-    if q.dtype != torch.int8 or q.dim() != 2 or q.device.type != "cpu":
-        raise ValueError(f"int8 block weights must be a 2-d int8 CPU tensor, got {q.dtype} {tuple(q.shape)} "
-                         f"on {q.device}")
+    if q.dtype != torch.int8 or q.dim() != 2 or q.device.type != "cpu" or not q.is_contiguous():
+        raise ValueError(f"int8 block weights must be a contiguous 2-d int8 CPU tensor, got {q.dtype} "
+                         f"{tuple(q.shape)} on {q.device}")
     rows, cols = q.shape
-    if cols % BLOCK or tuple(scale.shape) != (rows, cols // BLOCK) or scale.dtype != torch.float32:
-        raise ValueError(f"int8 block weights of shape {tuple(q.shape)} need float32 scales of shape "
-                         f"({rows}, {cols // BLOCK}) and a width that is a multiple of {BLOCK}; got "
+    if (cols % BLOCK or tuple(scale.shape) != (rows, cols // BLOCK) or scale.dtype != torch.float32
+            or scale.device.type != "cpu" or not scale.is_contiguous()):
+        raise ValueError(f"int8 block weights of shape {tuple(q.shape)} need contiguous float32 CPU scales of "
+                         f"shape ({rows}, {cols // BLOCK}) and a width that is a multiple of {BLOCK}; got "
                          f"{scale.dtype} {tuple(scale.shape)}")
 
 
@@ -57,9 +58,14 @@ def matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, portable: bool
 
     `portable`: the plain C path even where AVX2 is there (the tests compare the two)."""
     require()
+    check_blocks(q, scale)
+    if x.dim() != 2 or x.shape[1] != q.shape[1] or x.device.type != "cpu":
+        raise ValueError(f"activations of shape {tuple(x.shape)} on {x.device} cannot multiply int8 block weights "
+                         f"of width {q.shape[1]} on CPU")
     x = x.detach().to(torch.float32).contiguous()
     out = torch.empty(x.shape[0], q.shape[0], dtype=torch.float32)
     if x.shape[0] == 0:
         return out
-    int8_rows.matmul_rows(q.numpy(), scale.numpy(), x.numpy(), out.numpy(), 0, q.shape[0], portable)
+    cpu_kernels.matmul_rows(q.data_ptr(), scale.data_ptr(), x.data_ptr(), out.data_ptr(), q.shape[0], q.shape[1],
+                            x.shape[0], portable)
     return out
