@@ -79,8 +79,8 @@ def write_kv_cache(
 ) -> None:
     """Store the new tokens' keys and values at their slots."""
     kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
-    k_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, key.to(k_cache.dtype))
-    v_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, value.to(v_cache.dtype))
+    k_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, _as(key, k_cache.dtype))
+    v_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, _as(value, v_cache.dtype))
 
 
 def paged_attention(
@@ -105,6 +105,11 @@ def paged_attention(
         out[lo:hi] = _prefill_attention(query[lo:hi], k_cache, v_cache, meta, b, scale)
         lo = hi
     return out
+
+
+def _as(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """x in dtype; x itself when it already is (a decode step's .to calls add up)."""
+    return x if x.dtype is dtype else x.to(dtype)
 
 
 def _gather_blocks(cache: torch.Tensor, block_ids: torch.Tensor) -> torch.Tensor:
@@ -144,7 +149,7 @@ def _decode_attention(query, k_cache, v_cache, meta: AttentionMetadata, scale: f
     if mask is None:
         keys, values = keys[:, :, : meta.seq_lens_cpu[0]], values[:, :, : meta.seq_lens_cpu[0]]
     q = query.view(nd, kv_heads, -1, query.shape[-1])  # [nd, kvh, group, d]
-    out = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask, scale=scale)
+    out = F.scaled_dot_product_attention(q, _as(keys, q.dtype), _as(values, q.dtype), attn_mask=mask, scale=scale)
     return out.reshape(query.shape)
 
 

@@ -18,9 +18,9 @@ except ImportError:  # extensions not built: `fits` says no and torch's path run
 
 def fits(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether the C path takes these: float32, contiguous, on CPU, rows as wide as weight."""
-    return (cpu_kernels is not None and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and x.device.type == "cpu" and weight.device.type == "cpu" and x.is_contiguous()
-            and weight.is_contiguous() and weight.dim() == 1 and x.shape[-1] == weight.shape[0])
+    return (cpu_kernels is not None and x.dtype is torch.float32 and weight.dtype is torch.float32
+            and x.is_cpu and weight.is_cpu and x.is_contiguous() and weight.is_contiguous()
+            and weight.dim() == 1 and x.shape[-1] == weight.shape[0])
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
