@@ -1,8 +1,11 @@
 """The CPU engine suite (`engine`, engine.json): structgen's engine against transformers
 `generate`, as its RESULTS.md block (`render_engine`) and README headline
-(`headline_engine`), one table for both (`engine_table`).
+(`headline_engine`), one table for both (`engine_table`); then each weight quantization
+against llama.cpp on the same GGUF file (engine.json's "quantized" part,
+`quantized_table`) and the quality guard's figures per mode (quality.json,
+`quality_table`).
 
-Reads only its suite's results file; must not place blocks in the documents
+Reads only those two results files; must not place blocks in the documents
 (documents.py does).
 """
 
@@ -12,7 +15,10 @@ from pathlib import Path
 
 from benchmarks.report.formats import median, table, times, tok_s
 from benchmarks.report.provenance import engine_command, provenance, reproduce
-from benchmarks.report.results import machine_label, suite_results
+from benchmarks.report.results import machine_label, read_results, suite_results
+
+QUANTIZED_COMMAND = "python benchmarks/engine.py --scenarios quantized --threads 2"
+QUALITY_COMMAND = "python benchmarks/quality.py --modes native,int8,int4 --group-sizes 32,64"
 
 
 def render_engine(results_dir: Path) -> list[str]:
@@ -20,7 +26,22 @@ def render_engine(results_dir: Path) -> list[str]:
     if data is None:
         return []
     intro = f"{data['model']}, medians of {data['runs']} runs:"
-    return [intro, engine_table(data), provenance(data) + " " + reproduce(engine_command(data))]
+    blocks = [intro, engine_table(data), provenance(data) + " " + reproduce(engine_command(data))]
+    quantized = data.get("quantized")
+    if quantized:
+        blocks += [f"Quantized weights against llama.cpp (llama-cpp-python) on the same GGUF file, "
+                   f"{quantized['threads']} threads each, greedy chat requests of {quantized['tokens']} new tokens "
+                   "(constrained: a four-property JSON schema, through llama.cpp's own GBNF path), output tok/s and "
+                   "the ratio to llama.cpp:", quantized_table(quantized),
+                   provenance(quantized) + " " + reproduce(QUANTIZED_COMMAND)]
+    quality = read_results(Path(results_dir) / "quality.json")
+    if quality:
+        blocks += [f"Quality guard: each mode against the float model, on a fixed text of "
+                   f"{quality['text_tokens']:,} tokens and {quality['prompts']} chat prompts of "
+                   f"{quality['greedy_tokens']} greedy tokens (lossy: perplexity more than "
+                   f"{100 * (quality['lossy_above'] - 1):.0f}% above float's; never a default):",
+                   quality_table(quality), quality_provenance(quality) + " " + reproduce(QUALITY_COMMAND)]
+    return blocks
 
 
 def engine_table(data: dict) -> str:
@@ -45,9 +66,42 @@ def engine_table(data: dict) -> str:
     return table(["scenario", "structgen", "transformers", "ratio"], rows)
 
 
+def quantized_table(quantized: dict) -> str:
+    """Per case, each mode's tok/s with its ratio to llama.cpp's, and llama.cpp's."""
+    cases = quantized["tok_s"]
+    modes = [name for name in next(iter(cases.values())) if name != "llama.cpp"]
+    rows = []
+    for case, by_system in cases.items():
+        peer = median(by_system.get("llama.cpp", []))
+        cells = [tok_s(median(by_system[mode])) + (f" ({times(median(by_system[mode]) / peer)})" if peer else "")
+                 for mode in modes]
+        rows.append([case, *cells, tok_s(peer)])
+    rows.append(["weights (MB)", *(f"{quantized['weight_mb'][mode]:,.0f}" for mode in modes), ""])
+    return table(["output tok/s", *modes, "llama.cpp"], rows)
+
+
+def quality_provenance(quality: dict) -> str:
+    """quality.py records its machine as one line of text, not the other scripts' fields."""
+    parts = [quality.get("model"), quality.get("machine"), f"{quality.get('threads')} torch threads", quality.get("time")]
+    return "Measured with " + "; ".join(str(part) for part in parts if part) + "."
+
+
+def quality_table(quality: dict) -> str:
+    rows = [[row["mode"], f"{row['perplexity']:.3f}", times(row["perplexity_ratio"], 3),
+             f"{100 * row['top1_agreement']:.1f}%", f"{100 * row['greedy_agreement']:.1f}%",
+             f"{row['weight_mb']:,.0f}", "lossy" if row["lossy"] else ""] for row in quality["rows"]]
+    return table(["mode", "perplexity", "vs float", "top-1 agreement", "greedy agreement", "weights (MB)", ""], rows)
+
+
 def headline_engine(results_dir: Path) -> list[str]:
     data = suite_results("engine", results_dir)
     if data is None:
         return []
-    return [f"{data['model']}, {machine_label(data, memory=False)}, medians of {data['runs']} runs:",
-            engine_table(data)]
+    lines = [f"{data['model']}, {machine_label(data, memory=False)}, medians of {data['runs']} runs:",
+             engine_table(data)]
+    quantized, quality = data.get("quantized"), read_results(Path(results_dir) / "quality.json")
+    if quantized and quality:
+        lines += ["Weight quantization (`native`, the embedded model's default on CPU: the GGUF file's own "
+                  "layers) against llama.cpp on the same file, and every mode's perplexity against float:",
+                  quantized_table(quantized), quality_table(quality)]
+    return lines

@@ -213,11 +213,17 @@ def test_native_runs_the_embedded_files_4_bit_layers_and_8_bit_head_as_stored():
     engine = Engine(quantization="native", kv_cache_bytes=64 << 20)
     assert isinstance(engine.model.layers[0].attn.qkv, quantization.Int4Linear)
     assert isinstance(engine.model.layers[29].mlp.down, quantization.Int4Linear)
-    head = engine.model.lm_head
+    head, table = engine.model.lm_head, Engine(quantization="float", kv_cache_bytes=16 << 20).model.embed.weight
     assert isinstance(head, quantization.Int8BlockHead)
-    assert torch.equal(head.dequantized(), engine.model.embed.weight)  # the table the float engine reads
+    assert torch.equal(head.dequantized(), table)  # the table the float engine reads
+    # the tied table is looked up in the head's blocks (no float copy held), row for row as the float one
+    assert isinstance(engine.model.embed, quantization.Int8BlockEmbedding)
+    assert not any(tensor.dtype == torch.float32 and tensor.shape == table.shape
+                   for tensor in [*engine.model.parameters(), *engine.model.buffers()])
+    ids = torch.tensor([0, 1, 17, 49151, 17])
+    assert torch.equal(engine.model.embed(ids), table[ids])
     hidden = torch.randn(3, engine.model.config.hidden_size, generator=torch.Generator().manual_seed(0))
-    float_logits = hidden @ engine.model.embed.weight.T
+    float_logits = hidden @ table.T
     logits = engine.model.compute_logits(hidden)
     assert logits.dtype == torch.float32
     assert torch.allclose(logits, float_logits, rtol=0, atol=1e-4), (logits - float_logits).abs().max()

@@ -169,6 +169,22 @@ class Int8BlockHead(nn.Module):
         return (self.q.float().reshape(rows, -1, int8_matmul.BLOCK) * self.scale[..., None]).reshape(rows, cols)
 
 
+class Int8BlockEmbedding(nn.Module):
+    """A tied model's embedding table read from the same int8 blocks as its
+    `Int8BlockHead`, so the float table need not be held (113 MB for the embedded
+    model): each looked-up row is dequantized, which gives the float table's row exactly
+    (an int8 times a float16 scale is exact in float32)."""
+
+    def __init__(self, head: Int8BlockHead):
+        super().__init__()
+        self.q, self.scale = head.q, head.scale  # shared with the head, not copied
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        rows, width = ids.shape[0], self.q.shape[1]
+        q, scale = self.q.index_select(0, ids), self.scale.index_select(0, ids)
+        return (q.float().view(rows, -1, int8_matmul.BLOCK) * scale[..., None]).view(rows, width)
+
+
 class Fp8Linear(nn.Module):
     """e4m3 weights with a scale per output channel, through `torch._scaled_mm`."""
 
@@ -258,7 +274,8 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
     (`gguf_weights.stored_linears`). A 4-bit one becomes an int4 layer as it
     is, when the mode is native or int4 at its group size; an 8-bit one an int8 layer when
     the mode is native, and an 8-bit head ("lm_head") an `Int8BlockHead` when the mode is
-    native and the model is on CPU. Native leaves the layers `stored` lacks float."""
+    native and the model is on CPU (with tied embeddings, the table is then looked up in
+    the same blocks). Native leaves the layers `stored` lacks float."""
     check_mode(mode, group_size)
     if mode == AUTO:
         raise QuantizationError(f"{AUTO!r} is resolved by the engine, which knows the checkpoint; "
@@ -277,7 +294,10 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
                     setattr(module, child_name, layer)
     head = stored.get("lm_head")
     if mode == NATIVE and _int8_blocks(head) and model.embed.weight.device.type == "cpu":
+        tied = model.lm_head is None
         model.lm_head = Int8BlockHead(torch.from_numpy(head.q), torch.from_numpy(head.scale))
+        if tied:
+            model.embed = Int8BlockEmbedding(model.lm_head)
 
 
 def _int8_blocks(blocks) -> bool:
