@@ -354,3 +354,45 @@ class TestTritonInterpreted:
         assert torch.equal(out[1], torch.zeros_like(out[1]))
         keep = [0, 2, 3, 4, 5, 6]
         assert max_error(out[keep], expected[keep]) < 1e-4
+
+
+# ---------------------------------------------------------------------------------
+# The C decode kernel (CPU, float32) that the oracle runs its decodes through
+
+
+@pytest.mark.parametrize("case", ["smollm2-mixed", "mha-mixed", "decodes-only", "block-size-8"])
+def test_c_decodes_match_the_torch_path_and_their_portable_twin(case):
+    """The oracle tests above already run decodes through C; here it is held to the torch
+    path it replaces, and its AVX2 and portable paths to each other, bit for bit. NaN in
+    every slot nobody owns: the kernel reads only each sequence's own positions."""
+    batch = make_batch(**ORACLE_CASES[case], garbage=float("nan"))
+    attention_torch.write_kv_cache(batch.new_keys, batch.new_values, batch.k_cache, batch.v_cache,
+                                   batch.meta.slot_mapping)
+    nd = batch.meta.num_decodes
+    query = batch.query[:nd].contiguous()
+    assert attention_torch.decodes_in_c(batch.query, batch.k_cache, batch.v_cache, batch.meta)
+    fast = attention_torch.decode_attention_c(query, batch.k_cache, batch.v_cache, batch.meta, batch.scale)
+    portable = attention_torch.decode_attention_c(query, batch.k_cache, batch.v_cache, batch.meta, batch.scale,
+                                                  portable=True)
+    assert torch.equal(fast, portable)
+    assert torch.isfinite(fast).all()
+    expected = naive_attention(batch)[: nd]
+    assert max_error(fast, expected) < 1e-5
+    # each decode alone gives the bits it gives beside the others
+    for b in range(nd):
+        alone = AttentionMetadata(
+            query_start_loc=torch.tensor([0, 1], dtype=torch.int32), seq_lens=batch.meta.seq_lens[b : b + 1],
+            block_tables=batch.meta.block_tables[b : b + 1].contiguous(), slot_mapping=batch.meta.slot_mapping[:1],
+            num_decodes=1, max_query_len=1, max_seq_len=batch.meta.seq_lens_cpu[b], query_lens_cpu=[1],
+            seq_lens_cpu=batch.meta.seq_lens_cpu[b : b + 1])
+        single = attention_torch.decode_attention_c(query[b : b + 1], batch.k_cache, batch.v_cache, alone, batch.scale)
+        assert torch.equal(single, fast[b : b + 1])
+
+
+def test_c_decodes_are_left_out_for_what_they_cannot_take():
+    batch = make_batch(**ORACLE_CASES["decodes-only"])
+    assert not attention_torch.decodes_in_c(batch.query.double(), batch.k_cache, batch.v_cache, batch.meta)
+    odd = make_batch(heads=2, kv_heads=1, head_dim=12, block_size=16, decode_lens=[5], prefills=[])
+    assert not attention_torch.decodes_in_c(odd.query, odd.k_cache, odd.v_cache, odd.meta)
+    expected = naive_attention(odd)  # the torch path still serves them
+    assert max_error(run_attention(attention_torch, odd), expected) < 1e-5

@@ -8,6 +8,10 @@ Layout (shared with `attention_triton`):
   at position seq_lens[b] - query_len[b] + i and attends to context positions <= that.
 - slot_mapping[t] = block * block_size + offset is where new token t's K/V is written.
 
+On CPU, a float32 step's decodes run in C (decode_attention.h through `cpu_kernels`),
+each over exactly its own positions, read in place: the torch path below gathers and
+pads them, a dozen ops per layer that cost more than the arithmetic of a short context.
+
 This module owns the math only; it never allocates cache blocks or reads requests.
 """
 
@@ -17,6 +21,11 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+
+try:
+    from structgen.engine.kernels import cpu_kernels
+except ImportError:  # extensions not built: decodes take the torch path
+    cpu_kernels = None
 
 # A backend is the whole set of a layer's kernels: the element-wise ops travel with it.
 from structgen.engine.kernels.elementwise_torch import (  # noqa: F401
@@ -97,13 +106,39 @@ def paged_attention(
     """
     out = torch.empty_like(query)
     nd = meta.num_decodes
-    if nd:
+    if nd and decodes_in_c(query, k_cache, v_cache, meta):
+        out[:nd] = decode_attention_c(query[:nd].contiguous(), k_cache, v_cache, meta, scale)
+    elif nd:
         out[:nd] = _decode_attention(query[:nd], k_cache, v_cache, meta, scale)
     lo = nd
     for b in range(nd, meta.num_seqs):
         hi = lo + meta.query_lens_cpu[b]
         out[lo:hi] = _prefill_attention(query[lo:hi], k_cache, v_cache, meta, b, scale)
         lo = hi
+    return out
+
+
+def decodes_in_c(query, k_cache, v_cache, meta: AttentionMetadata) -> bool:
+    """Whether the C decode kernel takes this step: float32 on CPU, the caches and tables
+    as the engine allocates them, a head size of a multiple of 8."""
+    tables, lengths = meta.block_tables, meta.seq_lens
+    return (cpu_kernels is not None and query.is_cpu and query.dtype is torch.float32
+            and k_cache.dtype is torch.float32 and v_cache.dtype is torch.float32 and k_cache.is_cpu
+            and k_cache.is_contiguous() and v_cache.is_contiguous() and query.shape[-1] % 8 == 0
+            and tables.dtype is torch.int32 and lengths.dtype is torch.int32 and tables.is_cpu
+            and tables.is_contiguous() and lengths.is_contiguous())
+
+
+def decode_attention_c(query, k_cache, v_cache, meta: AttentionMetadata, scale: float,
+                       portable: bool = False) -> torch.Tensor:
+    """The step's decodes (query [nd, heads, dim], contiguous) in C; `portable`: the plain
+    C path even where AVX2 is there (the tests compare the two)."""
+    nd, heads, dim = query.shape
+    block_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
+    out = torch.empty_like(query)
+    cpu_kernels.decode_attention(query.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
+                                 meta.block_tables.data_ptr(), meta.block_tables.shape[1], meta.seq_lens.data_ptr(),
+                                 out.data_ptr(), nd, heads, kv_heads, dim, block_size, scale, portable)
     return out
 
 

@@ -2,11 +2,13 @@
 """The engine's compiled CPU kernels, C in the headers beside this file:
 - int8_rows.h: float32 activations times int8 weights in blocks of 32 with a float32
   scale each, into float32 (`matmul_rows`);
-- rms_norm_rows.h: RMSNorm of float32 rows, with the residual add before it (`rms_norm`).
+- rms_norm_rows.h: RMSNorm of float32 rows, with the residual add before it (`rms_norm`);
+- decode_attention.h: a step's decode tokens over their paged float32 KV cache
+  (`decode_attention`).
 Owns only the calls into C, with the GIL released. Arrays are passed as addresses: the
-callers (int8_matmul.py, norm_cpu.py) check dtype, device, shape and contiguity first."""
+callers (int8_matmul.py, norm_cpu.py, attention_torch.py) check dtype, device, shape and contiguity first."""
 
-from libc.stdint cimport int8_t, int64_t, uintptr_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uintptr_t
 
 cdef extern from "int8_rows.h":
     void int8_rows(const int8_t *q, const float *scale, const float *x, float *out, int64_t begin,
@@ -15,6 +17,12 @@ cdef extern from "int8_rows.h":
 cdef extern from "rms_norm_rows.h":
     void rms_norm_rows(const float *x, const float *delta, float *total, const float *weight, float *out,
                        int64_t n, int64_t k, double eps) nogil
+
+cdef extern from "decode_attention.h":
+    int c_decode_attention "decode_attention"(
+        const float *query, const float *k_cache, const float *v_cache, const int32_t *block_tables,
+        int64_t table_width, const int32_t *seq_lens, float *out, int64_t n, int64_t heads, int64_t kv_heads,
+        int64_t dim, int64_t block_size, float scale, int portable) nogil
 
 
 def matmul_rows(uintptr_t q, uintptr_t scale, uintptr_t x, uintptr_t out, int64_t rows, int64_t k, int64_t n,
@@ -31,3 +39,16 @@ def rms_norm(uintptr_t x, uintptr_t delta, uintptr_t total, uintptr_t weight, ui
     with nogil:
         rms_norm_rows(<const float *>x, <const float *>delta, <float *>total, <const float *>weight, <float *>out,
                       n, k, eps)
+
+
+def decode_attention(uintptr_t query, uintptr_t k_cache, uintptr_t v_cache, uintptr_t block_tables,
+                     int64_t table_width, uintptr_t seq_lens, uintptr_t out, int64_t n, int64_t heads,
+                     int64_t kv_heads, int64_t dim, int64_t block_size, float scale, bint portable=False):
+    """out [n, heads, dim]: each of n decode queries over its sequence's paged cache."""
+    cdef int status
+    with nogil:
+        status = c_decode_attention(<const float *>query, <const float *>k_cache, <const float *>v_cache,
+                                    <const int32_t *>block_tables, table_width, <const int32_t *>seq_lens,
+                                    <float *>out, n, heads, kv_heads, dim, block_size, scale, portable)
+    if status != 0:
+        raise MemoryError("decode attention: no memory for the scores")
