@@ -7,6 +7,7 @@ headers beside it); all are compiled to C extensions when the package is built (
 """
 
 import sys
+from pathlib import Path
 
 import numpy
 from Cython.Build import cythonize
@@ -32,6 +33,7 @@ extensions = [
         "structgen.engine.kernels.cpu_kernels",
         ["structgen/engine/kernels/cpu_kernels.pyx"],
         include_dirs=["structgen/engine/kernels"],
+        depends=[str(header) for header in Path("structgen/engine/kernels").glob("*.h")],  # rebuilt when one changes
         extra_compile_args=OPTIMIZE + EXACT_FLOAT,
     )
 ]

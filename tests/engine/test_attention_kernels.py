@@ -197,6 +197,20 @@ def test_oracle_matches_naive_random_batches(kv_heads, group, block_size, decode
     assert max_error(run_attention(attention_torch, batch), naive_attention(batch)) < 1e-5
 
 
+def test_oracle_write_kv_cache_stores_strided_rows_at_slots():
+    """Keys and values sliced from a fused qkv row, as the model passes them (on CPU in
+    float32 this is the C store)."""
+    batch = make_batch(**SMOLLM2, block_size=16, **MIXED)
+    tokens, kv_heads, dim = batch.new_keys.shape
+    fused = torch.cat([batch.new_keys.reshape(tokens, -1), batch.new_values.reshape(tokens, -1)], dim=1)
+    keys, values = fused[:, : kv_heads * dim].view(tokens, kv_heads, dim), fused[:, kv_heads * dim :].view(
+        tokens, kv_heads, dim)
+    assert attention_torch.cache_rows_in_c(keys, batch.k_cache, batch.meta.slot_mapping)
+    attention_torch.write_kv_cache(keys, values, batch.k_cache, batch.v_cache, batch.meta.slot_mapping)
+    assert torch.equal(batch.k_cache.view(-1, kv_heads, dim)[batch.meta.slot_mapping], batch.new_keys)
+    assert torch.equal(batch.v_cache.view(-1, kv_heads, dim)[batch.meta.slot_mapping], batch.new_values)
+
+
 def test_oracle_write_kv_cache_stores_at_slots():
     batch = make_batch(**SMOLLM2, block_size=16, **MIXED)
     attention_torch.write_kv_cache(batch.new_keys, batch.new_values, batch.k_cache, batch.v_cache,

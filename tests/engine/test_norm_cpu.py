@@ -48,3 +48,20 @@ def test_what_it_cannot_take_goes_to_torch():
     half = x.to(torch.bfloat16)  # the torch path still gives the norm, of the rounded rows
     expected = F.rms_norm(half.float(), weight.shape, weight, 1e-5)
     assert torch.allclose(elementwise_torch.rms_norm(half, weight, 1e-5).float(), expected, rtol=2**-7, atol=1e-2)
+
+
+def test_c_rope_rotates_strided_rows_as_torchs_ops_do():
+    """q and k heads sliced from a fused qkv row (a token stride wider than the heads)."""
+    gen = torch.Generator().manual_seed(4)
+    tokens, heads, dim = 5, 6, 64
+    qkv = torch.randn(tokens, (heads + 2) * dim, generator=gen)
+    x = qkv[:, : heads * dim].view(tokens, heads, dim)
+    angles = torch.rand(tokens, 1, dim // 2, generator=gen) * 6
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+    signed_sin = torch.cat([-sin[..., : dim // 2], sin[..., dim // 2 :]], -1)
+    assert norm_cpu.rope_fits(x, cos, signed_sin)
+    expected = torch.addcmul(x * cos, x.roll(dim // 2, dims=-1), signed_sin)
+    got = norm_cpu.rope(x, cos, signed_sin)
+    assert got.is_contiguous() and torch.allclose(got, expected, rtol=0, atol=1e-6)
+    assert not norm_cpu.rope_fits(x.double(), cos, signed_sin)
+    assert not norm_cpu.rope_fits(x.transpose(0, 1), cos, signed_sin)

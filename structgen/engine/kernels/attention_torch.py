@@ -87,6 +87,12 @@ def write_kv_cache(
     slot_mapping: torch.Tensor,  # [T] int64
 ) -> None:
     """Store the new tokens' keys and values at their slots."""
+    if cache_rows_in_c(key, k_cache, slot_mapping) and cache_rows_in_c(value, v_cache, slot_mapping):
+        width = k_cache.shape[2] * k_cache.shape[3]
+        for rows, cache in ((key, k_cache), (value, v_cache)):
+            cpu_kernels.cache_rows(rows.data_ptr(), rows.stride(0), cache.data_ptr(), slot_mapping.data_ptr(),
+                                   rows.shape[0], width)
+        return
     kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     k_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, _as(key, k_cache.dtype))
     v_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, _as(value, v_cache.dtype))
@@ -140,6 +146,16 @@ def decode_attention_c(query, k_cache, v_cache, meta: AttentionMetadata, scale: 
                                  meta.block_tables.data_ptr(), meta.block_tables.shape[1], meta.seq_lens.data_ptr(),
                                  out.data_ptr(), nd, heads, kv_heads, dim, block_size, scale, portable)
     return out
+
+
+def cache_rows_in_c(rows: torch.Tensor, cache: torch.Tensor, slot_mapping: torch.Tensor) -> bool:
+    """Whether the C store takes these: float32 on CPU, each token's heads contiguous
+    (any token stride), the cache contiguous, int64 slots."""
+    return (cpu_kernels is not None and rows.dtype is torch.float32 and cache.dtype is torch.float32
+            and rows.is_cpu and cache.is_cpu and cache.is_contiguous() and rows.dim() == 3
+            and rows.shape[1:] == cache.shape[2:] and rows.stride(2) == 1 and rows.stride(1) == rows.shape[2]
+            and slot_mapping.dtype is torch.int64 and slot_mapping.is_contiguous()
+            and slot_mapping.shape[0] == rows.shape[0])
 
 
 def _as(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -4,7 +4,9 @@
   scale each, into float32 (`matmul_rows`);
 - rms_norm_rows.h: RMSNorm of float32 rows, with the residual add before it (`rms_norm`);
 - decode_attention.h: a step's decode tokens over their paged float32 KV cache
-  (`decode_attention`).
+  (`decode_attention`);
+- rope_and_cache.h: RoPE of q and k heads (`rope`) and the store of keys and values at
+  their cache slots (`cache_rows`).
 Owns only the calls into C, with the GIL released. Arrays are passed as addresses: the
 callers (int8_matmul.py, norm_cpu.py, attention_torch.py) check dtype, device, shape and contiguity first."""
 
@@ -23,6 +25,12 @@ cdef extern from "decode_attention.h":
         const float *query, const float *k_cache, const float *v_cache, const int32_t *block_tables,
         int64_t table_width, const int32_t *seq_lens, float *out, int64_t n, int64_t heads, int64_t kv_heads,
         int64_t dim, int64_t block_size, float scale, int portable) nogil
+
+cdef extern from "rope_and_cache.h":
+    void rope_rows(const float *x, int64_t token_stride, float *out, const float *cos, const float *signed_sin,
+                   int64_t tokens, int64_t heads, int64_t dim) nogil
+    void c_cache_rows "cache_rows"(const float *src, int64_t token_stride, float *cache, const int64_t *slots,
+                                   int64_t tokens, int64_t width) nogil
 
 
 def matmul_rows(uintptr_t q, uintptr_t scale, uintptr_t x, uintptr_t out, int64_t rows, int64_t k, int64_t n,
@@ -52,3 +60,18 @@ def decode_attention(uintptr_t query, uintptr_t k_cache, uintptr_t v_cache, uint
                                     <float *>out, n, heads, kv_heads, dim, block_size, scale, portable)
     if status != 0:
         raise MemoryError("decode attention: no memory for the scores")
+
+
+def rope(uintptr_t x, int64_t token_stride, uintptr_t out, uintptr_t cos, uintptr_t signed_sin, int64_t tokens,
+         int64_t heads, int64_t dim):
+    """out [tokens, heads, dim] = rotate-half RoPE of x's rows (token_stride floats apart)."""
+    with nogil:
+        rope_rows(<const float *>x, token_stride, <float *>out, <const float *>cos, <const float *>signed_sin,
+                  tokens, heads, dim)
+
+
+def cache_rows(uintptr_t src, int64_t token_stride, uintptr_t cache, uintptr_t slots, int64_t tokens,
+               int64_t width):
+    """Cache row slots[t] (width floats) = src row t; negative slots skipped."""
+    with nogil:
+        c_cache_rows(<const float *>src, token_stride, <float *>cache, <const int64_t *>slots, tokens, width)

@@ -5,36 +5,32 @@
  * Per (sequence, head): scores = scale * q.k over the sequence's positions, the largest
  * subtracted, exp, their sum, and the exp-weighted sum of the values divided by it.
  * Dot products and the weighted sum go in eight lanes in one fixed order, reduced
- * pairwise as int8_rows.h does, on the AVX2 path and the portable one alike, so a row
+ * pairwise (simd.h), on the AVX2 path and the portable one alike, so a row
  * does not depend on the CPU's features or on the other sequences of the step. */
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "simd.h"
+
 static float decode_dot_portable(const float *a, const float *b, int64_t dim) {
     float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int64_t j = 0; j < dim; j += 8)
         for (int l = 0; l < 8; l++) lane[l] = fmaf(a[j + l], b[j + l], lane[l]);
-    float s0 = lane[0] + lane[4], s1 = lane[1] + lane[5], s2 = lane[2] + lane[6], s3 = lane[3] + lane[7];
-    return (s0 + s2) + (s1 + s3);
+    return simd_lane_sum_portable(lane);
 }
 
 static void decode_axpy_portable(float weight, const float *v, float *acc, int64_t dim) {
     for (int64_t j = 0; j < dim; j++) acc[j] = fmaf(weight, v[j], acc[j]);
 }
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define DECODE_HAVE_AVX2 1
+#if SIMD_HAVE_AVX2
 
 __attribute__((target("avx2,fma"))) static float decode_dot_avx2(const float *a, const float *b, int64_t dim) {
     __m256 t = _mm256_setzero_ps();
     for (int64_t j = 0; j < dim; j += 8) t = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), t);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    return simd_lane_sum(t);
 }
 
 __attribute__((target("avx2,fma"))) static void decode_axpy_avx2(float weight, const float *v, float *acc,
@@ -44,16 +40,6 @@ __attribute__((target("avx2,fma"))) static void decode_axpy_avx2(float weight, c
         _mm256_storeu_ps(acc + j, _mm256_fmadd_ps(w, _mm256_loadu_ps(v + j), _mm256_loadu_ps(acc + j)));
 }
 
-static int decode_use_avx2(void) {
-    static int checked = -1;
-    if (checked < 0) {
-        __builtin_cpu_init();
-        checked = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    return checked;
-}
-#else
-#define DECODE_HAVE_AVX2 0
 #endif
 
 /* out [n, heads, dim]; query likewise; block_tables [n, table_width]; dim a multiple of 8.
@@ -64,8 +50,8 @@ static int decode_attention(const float *query, const float *k_cache, const floa
                             int64_t block_size, float scale, int portable) {
     float (*dot)(const float *, const float *, int64_t) = decode_dot_portable;
     void (*axpy)(float, const float *, float *, int64_t) = decode_axpy_portable;
-#if DECODE_HAVE_AVX2
-    if (!portable && decode_use_avx2()) {
+#if SIMD_HAVE_AVX2
+    if (!portable && simd_use_avx2()) {
         dot = decode_dot_avx2;
         axpy = decode_axpy_avx2;
     }

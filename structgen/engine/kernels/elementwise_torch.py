@@ -3,7 +3,8 @@ before it), rotary embeddings and SiLU-gated MLP activation.
 
 The CPU path and the oracle of `elementwise_triton`, which has the same functions
 with the same rounding. On CPU, float32 norms go to `norm_cpu`'s C kernel (torch's
-rms_norm is slow on the short rows of a decode step); elsewhere torch computes them. Rounding follows the reference implementations: norms are
+rms_norm is slow on the short rows of a decode step), and so does float32 RoPE (one call
+for three ops); elsewhere torch computes them. Rounding follows the reference implementations: norms are
 computed in float32 and cast back before the weight multiplies, every bf16/fp16 op
 rounds its result. Owns only this math; never touches the KV cache or the weights'
 layout.
@@ -54,6 +55,8 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor]) -> torch.
     """Rotate-half RoPE of x [T, heads, head_dim]: x*cos + [-x2, x1]*sin, written as
     x*cos + roll(x)*signed_sin. Returns a new tensor."""
     cos, signed_sin = tables
+    if norm_cpu.rope_fits(x, cos, signed_sin):
+        return norm_cpu.rope(x, cos, signed_sin)
     return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), signed_sin)
 
 

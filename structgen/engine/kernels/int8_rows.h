@@ -12,6 +12,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "simd.h"
+
 #define INT8_ROWS_BLOCK 32
 #define INT8_ROWS_GROUP 4 /* activation rows sharing one widening of the weights (AVX2) */
 
@@ -35,26 +37,15 @@ static void int8_rows_portable(const int8_t *q, const float *scale, const float 
                     lane_total[l] = fmaf(a0 + a1, sv[b], lane_total[l]);
                 }
             }
-            float s0 = lane_total[0] + lane_total[4], s1 = lane_total[1] + lane_total[5];
-            float s2 = lane_total[2] + lane_total[6], s3 = lane_total[3] + lane_total[7];
-            out[i * ldo + v] = (s0 + s2) + (s1 + s3);
+            out[i * ldo + v] = simd_lane_sum_portable(lane_total);
         }
     }
 }
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define INT8_ROWS_HAVE_AVX2 1
+#if SIMD_HAVE_AVX2
 
 __attribute__((target("avx2,fma"))) static inline __m256 int8_rows_widen(const int8_t *q) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
-}
-
-__attribute__((target("avx2,fma"))) static inline float int8_rows_lane_sum(__m256 t) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)); /* l + (l + 4) */
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                         /* (0+2), (1+3) */
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 /* One block's contribution to one activation row's lane totals (w0..w3: the widened weights). */
@@ -88,7 +79,7 @@ __attribute__((target("avx2,fma"))) static void int8_rows_avx2(const int8_t *q, 
                     total[r] = int8_rows_block(w0, w1, w2, w3, x + (i + r) * k + b * INT8_ROWS_BLOCK,
                                                block_scale, total[r]);
             }
-            for (int r = 0; r < INT8_ROWS_GROUP; r++) out[(i + r) * ldo + v] = int8_rows_lane_sum(total[r]);
+            for (int r = 0; r < INT8_ROWS_GROUP; r++) out[(i + r) * ldo + v] = simd_lane_sum(total[r]);
         }
         for (; i < n; i++) {
             __m256 total = _mm256_setzero_ps();
@@ -98,28 +89,18 @@ __attribute__((target("avx2,fma"))) static void int8_rows_avx2(const int8_t *q, 
                                         int8_rows_widen(qb + 24), x + i * k + b * INT8_ROWS_BLOCK,
                                         _mm256_set1_ps(sv[b]), total);
             }
-            out[i * ldo + v] = int8_rows_lane_sum(total);
+            out[i * ldo + v] = simd_lane_sum(total);
         }
     }
 }
 
-static int int8_rows_use_avx2(void) {
-    static int checked = -1;
-    if (checked < 0) {
-        __builtin_cpu_init();
-        checked = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    return checked;
-}
-#else
-#define INT8_ROWS_HAVE_AVX2 0
 #endif
 
 /* out[i, v] for v in [begin, end) and every activation row i < n (out's row stride: ldo). */
 static void int8_rows(const int8_t *q, const float *scale, const float *x, float *out, int64_t begin,
                       int64_t end, int64_t k, int64_t n, int64_t ldo, int portable) {
-#if INT8_ROWS_HAVE_AVX2
-    if (!portable && int8_rows_use_avx2()) {
+#if SIMD_HAVE_AVX2
+    if (!portable && simd_use_avx2()) {
         int8_rows_avx2(q, scale, x, out, begin, end, k, n, ldo);
         return;
     }

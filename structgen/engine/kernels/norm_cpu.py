@@ -1,9 +1,10 @@
-"""RMSNorm of float32 rows on CPU, with the residual add before it, in one C call
-(rms_norm_rows.h through `cpu_kernels`): a decode step runs two per layer, and torch's
-own rms_norm costs 20-35 us on a short row, where this costs a few.
+"""The element-wise steps of a layer on CPU in float32, one C call each (through
+`cpu_kernels`): RMSNorm with the residual add before it (rms_norm_rows.h; a decode step
+runs two per layer, and torch's own rms_norm costs 20-35 us on a short row, where this
+costs a few), and rotate-half RoPE (rope_and_cache.h; one call for torch's three).
 
-Owns the checks that let a call take this path (`fits`) and the call; `elementwise_torch`
-decides when to use it. Must not know about layers or the KV cache.
+Owns the checks that let a call take this path (`fits`, `rope_fits`) and the calls;
+`elementwise_torch` decides when to use them. Must not know about layers or the KV cache.
 """
 
 from __future__ import annotations
@@ -39,3 +40,21 @@ def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor, weight: torch.Tens
     cpu_kernels.rms_norm(residual.data_ptr(), delta.data_ptr(), total.data_ptr(), weight.data_ptr(),
                          out.data_ptr(), residual.numel() // width, width, eps)
     return total, out
+
+
+def rope_fits(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> bool:
+    """Whether the C RoPE takes these: float32 on CPU, x [tokens, heads, dim] with each
+    token's heads contiguous (any token stride), tables [tokens, 1, dim] contiguous."""
+    return (cpu_kernels is not None and x.dtype is torch.float32 and x.is_cpu and x.dim() == 3
+            and x.shape[-1] % 2 == 0 and x.stride(2) == 1 and x.stride(1) == x.shape[2]
+            and cos.dtype is torch.float32 and signed_sin.dtype is torch.float32 and cos.is_contiguous()
+            and signed_sin.is_contiguous() and cos.shape == signed_sin.shape == (x.shape[0], 1, x.shape[2]))
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotate-half RoPE of x into a new contiguous tensor (`rope_fits` must hold)."""
+    tokens, heads, dim = x.shape
+    out = torch.empty(tokens, heads, dim, dtype=torch.float32)
+    cpu_kernels.rope(x.data_ptr(), x.stride(0), out.data_ptr(), cos.data_ptr(), signed_sin.data_ptr(), tokens,
+                     heads, dim)
+    return out
