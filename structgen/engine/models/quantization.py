@@ -17,8 +17,8 @@ or the device cannot run (`QuantizationError`, naming the layer or the capabilit
   as stored too (`Int8BlockHead`), in float32.
 - None or "float": none; the weights stay in the engine's dtype.
 - "auto" (the default): "native" for the embedded default model on CPU, where it decodes
-  ~1.9x faster than float at batch 1 and the quality guard finds it lossless (perplexity
-  1.000x of float, benchmarks/results/quality.json); "float" for any other checkpoint or
+  ~2.2x faster than float at batch 1 and the quality guard finds it lossless (perplexity
+  0.999x of float, benchmarks/results/quality.json); "float" for any other checkpoint or
   device (the engine resolves it, knowing the checkpoint).
 With bfloat16 activations a last-bit difference upstream can round a layer's input the
 other way: prefill attention is computed so that a prefix-cache hit gives a cold
