@@ -3,11 +3,11 @@ before it), rotary embeddings and SiLU-gated MLP activation.
 
 The CPU path and the oracle of `elementwise_triton`, which has the same functions
 with the same rounding. On CPU, float32 norms go to `norm_cpu`'s C kernel (torch's
-rms_norm is slow on the short rows of a decode step), and so does float32 RoPE (one call
-for three ops); elsewhere torch computes them. Rounding follows the reference implementations: norms are
-computed in float32 and cast back before the weight multiplies, every bf16/fp16 op
-rounds its result. Owns only this math; never touches the KV cache or the weights'
-layout.
+rms_norm is slow on the short rows of a decode step), and so does float32 RoPE (one
+call for three ops); elsewhere torch computes them. Rounding follows the reference
+implementations: norms are computed in float32 and cast back before the weight
+multiplies, every bf16/fp16 op rounds its result. Owns only this math; never touches
+the KV cache or the weights' layout.
 """
 
 from __future__ import annotations
