@@ -45,7 +45,7 @@ DATA = REPO.parent / "shared" / "data" / "maskbench-dev"
 VERSIONS = ("base", "new")
 
 
-SOURCES = (".py", ".pyx", ".pxd")  # what a version's package is made of (.pyx: compiled kernels)
+SOURCES = (".py", ".pyx", ".pxd", ".h")  # what a version's package is made of (.pyx, .h: compiled kernels)
 
 
 def export(rev: str | None, name: str, into: Path) -> None:
@@ -68,14 +68,15 @@ def export(rev: str | None, name: str, into: Path) -> None:
 
 
 # Builds the extensions named on its command line as setup.py does (run in the folder
-# that holds the package).
+# that holds the package; a kernel's C headers sit beside its .pyx).
 _BUILD = """
 import sys, numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 modules, sys.argv[1:] = sys.argv[1:], ["build_ext", "--inplace"]
 setup(script_args=sys.argv[1:], ext_modules=cythonize(
-    [Extension(m, [m.replace(".", "/") + ".pyx"], include_dirs=[numpy.get_include()], extra_compile_args=["-O3"])
+    [Extension(m, [m.replace(".", "/") + ".pyx"], extra_compile_args=["-O3"],
+               include_dirs=[numpy.get_include(), m.rsplit(".", 1)[0].replace(".", "/")])
      for m in modules], include_path=["."], quiet=True))
 """
 
