@@ -230,3 +230,24 @@ def test_native_runs_the_embedded_files_4_bit_layers_and_8_bit_head_as_stored():
     params = SamplingParams(max_tokens=3, temperature=0.0)
     out = engine.generate(["The capital of France is"], params)[0]
     assert out.text.strip().startswith("Paris"), out.text
+
+
+def test_native_says_in_one_line_which_layers_have_no_stored_form(caplog):
+    """Layers a GGUF file stores in a format without a kernel here (Q6_K, F16, ...) run
+    dequantized, and loading says so once."""
+    engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="float", kv_cache_bytes=1 << 20)
+    qkv = engine.model.layers[0].attn.qkv.weight
+    rng = np.random.default_rng(0)
+    rows, cols = qkv.shape
+    blocks = gguf_weights.Int4Blocks(rng.integers(0, 16, (rows, cols), dtype=np.uint8),
+                                     np.full((rows, cols // 32), 0.01, np.float32),
+                                     np.full((rows, cols // 32), -0.08, np.float32))
+    with caplog.at_level("WARNING", logger="structgen.engine.models.quantization"):
+        quantize_model(engine.model, "native", stored={"layers.0.attn.qkv": blocks})
+    assert isinstance(engine.model.layers[0].attn.qkv, quantization.Int4Linear)
+    assert type(engine.model.layers[0].mlp.down) is nn.Linear
+    layers = len(engine.model.layers) * 4
+    [record] = caplog.records
+    assert record.getMessage() == (f"native quantization: {layers - 1} decoder linear layers (layers.0.attn.o and "
+                                   f"{layers - 2} more) are stored in a format other than Q4_0, Q4_1, Q4_K or Q8_0 "
+                                   "and run dequantized to float")

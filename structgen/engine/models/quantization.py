@@ -36,6 +36,8 @@ Must not read checkpoints or know more of the model than its linear layers.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -55,6 +57,8 @@ FP8_MAX = 448.0  # the largest finite e4m3 value
 # The packed CPU kernels are vectorized for bfloat16 activations only (float32 and float16
 # take a scalar loop, 10-40x slower): a layer casts its input to it and its output back.
 CPU_COMPUTE_DTYPE = torch.bfloat16
+STORED_FORMATS = "Q4_0, Q4_1, Q4_K or Q8_0"  # what native runs as stored (gguf_weights decodes them)
+log = logging.getLogger(__name__)
 
 
 class QuantizationError(StructgenError):
@@ -285,13 +289,20 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
     if mode != NATIVE:
         check_device(mode, model.embed.weight.device)
     stored = stored or {}
+    left_float = []
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
             full = f"{name}.{child_name}" if name else child_name
             if isinstance(child, nn.Linear) and full != "lm_head":
                 layer = _layer(full, child.weight, child.bias, mode, group_size, stored.get(full))
-                if layer is not None:
+                if layer is None:
+                    left_float.append(full)
+                else:
                     setattr(module, child_name, layer)
+    if left_float:
+        log.warning("native quantization: %d decoder linear layers (%s%s) are stored in a format other than %s "
+                    "and run dequantized to float", len(left_float), left_float[0],
+                    f" and {len(left_float) - 1} more" if len(left_float) > 1 else "", STORED_FORMATS)
     head = stored.get("lm_head")
     if mode == NATIVE and _int8_blocks(head) and model.embed.weight.device.type == "cpu":
         tied = model.lm_head is None
