@@ -3,9 +3,9 @@ each (GGUF's Q8_0: w = q * scale), into float32, on CPU: the LM head of a model 
 file stores it so.
 
 Owns the call into the compiled kernel (int8_rows.h, through `cpu_kernels`, built from
-cpu_kernels.pyx when the package is installed), on the calling thread with the GIL released. A row's result is
-computed in one fixed order, so it is the same bits whatever else the batch holds. Must
-not know about models or layers.
+cpu_kernels.pyx when the package is installed), on the calling thread with the GIL
+released. A row's result is computed in one fixed order, so it is the same bits
+whatever else the batch holds. Must not know about models or layers.
 
 One thread, not torch's count: between a step's torch ops, torch's OpenMP workers keep
 spinning on the other cores, and a second thread of ours only shared a core with one of
