@@ -6,7 +6,11 @@ headers beside it); all are compiled to C extensions when the package is built (
 `pip install -e .`, a wheel).
 """
 
+import os
+import subprocess
 import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 import numpy
@@ -18,6 +22,28 @@ OPTIMIZE = ["/O2"] if sys.platform == "win32" else ["-O3"]
 # The engine's kernels round every product and sum as they write them: no contraction into FMAs
 # beyond the ones they ask for, so int8_rows.h's portable and AVX2 paths give the same bits.
 EXACT_FLOAT = ["/fp:precise"] if sys.platform == "win32" else ["-ffp-contract=off"]
+
+
+
+def openmp_flags() -> list[str]:
+    """-fopenmp where this compiler can build and link with it, else none (the kernels then
+    run on one thread). Built with it, the engine's kernels share torch's OpenMP pool: the
+    extension names libgomp.so.1, and torch, imported first, has already loaded its own."""
+    if sys.platform == "win32":
+        return []
+    compiler = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "probe.c"
+        source.write_text("#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n")
+        try:
+            built = subprocess.run([*compiler.split(), "-fopenmp", str(source), "-o", str(Path(folder) / "probe")],
+                                   capture_output=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+    return ["-fopenmp"] if built.returncode == 0 else []
+
+
+OPENMP = openmp_flags()
 
 extensions = [
     Extension(
@@ -34,7 +60,8 @@ extensions = [
         ["structgen/engine/kernels/cpu_kernels.pyx"],
         include_dirs=["structgen/engine/kernels"],
         depends=[str(header) for header in Path("structgen/engine/kernels").glob("*.h")],  # rebuilt when one changes
-        extra_compile_args=OPTIMIZE + EXACT_FLOAT,
+        extra_compile_args=OPTIMIZE + EXACT_FLOAT + OPENMP,
+        extra_link_args=OPENMP,
     )
 ]
 

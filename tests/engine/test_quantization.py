@@ -164,6 +164,17 @@ def test_a_4_bit_gguf_tensor_becomes_an_int4_layer_as_stored(written_gguf, fmt):
     assert ((layer.dequantized() - expected).abs() <= (8 * scale + zero) * 2.0**-8 + 1e-9).all()
 
 
+@pytest.mark.parametrize("fmt", ["Q4_0", "Q4_1", "Q4_K"])
+def test_a_4_bit_gguf_tensor_becomes_a_native_cpu_layer_exactly_as_stored(written_gguf, fmt):
+    """Native on CPU holds the 4-bit values, scales and minimums as decoded: its weight
+    is gguf's own dequantization, bit for bit."""
+    path, _ = written_gguf
+    blocks = gguf_weights.read_tensors(path)[f"t.{fmt}"].decoded()
+    layer = quantization.Int4BlockLinear(*(torch.from_numpy(getattr(blocks, f)) for f in ("q", "scale", "minimum")),
+                                         None)
+    assert torch.equal(layer.dequantized(), torch.from_numpy(blocks.dequantize()))
+
+
 def test_the_embedded_gguf_is_read_as_stored_and_matches_its_float_conversion(tmp_path):
     """Every decoder linear layer of the embedded file (Q4_1), fused and with the
     Q/K rows put back in the model's order, and its head (the tied embedding table,
@@ -198,7 +209,7 @@ def test_the_default_is_native_for_the_embedded_model_only(tmp_path):
     assert EngineConfig().quantization == "auto"
     default = Engine(kv_cache_bytes=16 << 20)
     assert default.quantization == "native"
-    assert isinstance(default.model.layers[0].attn.qkv, quantization.Int4Linear)
+    assert isinstance(default.model.layers[0].attn.qkv, quantization.Int4BlockLinear)
     for mode in (None, "float"):
         engine = Engine(quantization=mode, kv_cache_bytes=16 << 20)
         assert engine.quantization == "float" and type(engine.model.layers[0].attn.qkv) is nn.Linear
@@ -211,8 +222,8 @@ def test_the_default_is_native_for_the_embedded_model_only(tmp_path):
 
 def test_native_runs_the_embedded_files_4_bit_layers_and_8_bit_head_as_stored():
     engine = Engine(quantization="native", kv_cache_bytes=64 << 20)
-    assert isinstance(engine.model.layers[0].attn.qkv, quantization.Int4Linear)
-    assert isinstance(engine.model.layers[29].mlp.down, quantization.Int4Linear)
+    assert isinstance(engine.model.layers[0].attn.qkv, quantization.Int4BlockLinear)
+    assert isinstance(engine.model.layers[29].mlp.down, quantization.Int4BlockLinear)
     head, table = engine.model.lm_head, Engine(quantization="float", kv_cache_bytes=16 << 20).model.embed.weight
     assert isinstance(head, quantization.Int8BlockHead)
     assert torch.equal(head.dequantized(), table)  # the table the float engine reads
@@ -244,7 +255,7 @@ def test_native_says_in_one_line_which_layers_have_no_stored_form(caplog):
                                      np.full((rows, cols // 32), -0.08, np.float32))
     with caplog.at_level("WARNING", logger="structgen.engine.models.quantization"):
         quantize_model(engine.model, "native", stored={"layers.0.attn.qkv": blocks})
-    assert isinstance(engine.model.layers[0].attn.qkv, quantization.Int4Linear)
+    assert isinstance(engine.model.layers[0].attn.qkv, quantization.Int4BlockLinear)
     assert type(engine.model.layers[0].mlp.down) is nn.Linear
     layers = len(engine.model.layers) * 4
     [record] = caplog.records

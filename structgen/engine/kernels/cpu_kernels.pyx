@@ -2,19 +2,25 @@
 """The engine's compiled CPU kernels, C in the headers beside this file:
 - int8_rows.h: float32 activations times int8 weights in blocks of 32 with a float32
   scale each, into float32 (`matmul_rows`);
+- int4_rows.h: float32 activations, quantized to int8 per block of 32, times 4-bit weights
+  in blocks of 32 with a scale and a minimum each, into float32 (`int4_matmul_rows`);
 - rms_norm_rows.h: RMSNorm of float32 rows, with the residual add before it (`rms_norm`);
 - decode_attention.h: a step's decode tokens over their paged float32 KV cache
   (`decode_attention`);
 - rope_and_cache.h: RoPE of q and k heads (`rope`) and the store of keys and values at
   their cache slots (`cache_rows`).
 Owns only the calls into C, with the GIL released. Arrays are passed as addresses: the
-callers (int8_matmul.py, norm_cpu.py, attention_torch.py) check dtype, device, shape and contiguity first."""
+callers (int8_matmul.py, int4_matmul.py, norm_cpu.py, attention_torch.py) check dtype, device, shape and contiguity first."""
 
-from libc.stdint cimport int8_t, int32_t, int64_t, uintptr_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uintptr_t
 
 cdef extern from "int8_rows.h":
     void int8_rows(const int8_t *q, const float *scale, const float *x, float *out, int64_t begin,
                    int64_t end, int64_t k, int64_t n, int64_t ldo, int portable) nogil
+
+cdef extern from "int4_rows.h":
+    int c_int4_rows "int4_rows"(const uint8_t *packed, const float *scale, const float *minimum, const float *x,
+                                float *out, int64_t rows, int64_t k, int64_t n, int portable) nogil
 
 cdef extern from "rms_norm_rows.h":
     void rms_norm_rows(const float *x, const float *delta, float *total, const float *weight, float *out,
@@ -39,6 +45,18 @@ def matmul_rows(uintptr_t q, uintptr_t scale, uintptr_t x, uintptr_t out, int64_
     with nogil:
         int8_rows(<const int8_t *>q, <const float *>scale, <const float *>x, <float *>out, 0, rows, k, n, rows,
                   portable)
+
+
+def int4_matmul_rows(uintptr_t packed, uintptr_t scale, uintptr_t minimum, uintptr_t x, uintptr_t out,
+                     int64_t rows, int64_t k, int64_t n, bint portable=False):
+    """out [n, rows] = x [n, k] @ w [rows, k].T, w = q * scale + minimum per block of 32
+    (packed [rows, k / 2]: int4_rows.h's layout)."""
+    cdef int status
+    with nogil:
+        status = c_int4_rows(<const uint8_t *>packed, <const float *>scale, <const float *>minimum,
+                             <const float *>x, <float *>out, rows, k, n, portable)
+    if status != 0:
+        raise MemoryError("int4 matmul: no memory for the quantized activations")
 
 
 def rms_norm(uintptr_t x, uintptr_t delta, uintptr_t total, uintptr_t weight, uintptr_t out, int64_t n, int64_t k,

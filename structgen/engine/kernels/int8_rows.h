@@ -16,6 +16,7 @@
 
 #define INT8_ROWS_BLOCK 32
 #define INT8_ROWS_GROUP 4 /* activation rows sharing one widening of the weights (AVX2) */
+#define INT8_ROWS_CHUNK 64 /* weight rows per thread's task */
 
 static void int8_rows_portable(const int8_t *q, const float *scale, const float *x, float *out,
                                int64_t begin, int64_t end, int64_t k, int64_t n, int64_t ldo) {
@@ -96,9 +97,8 @@ __attribute__((target("avx2,fma"))) static void int8_rows_avx2(const int8_t *q, 
 
 #endif
 
-/* out[i, v] for v in [begin, end) and every activation row i < n (out's row stride: ldo). */
-static void int8_rows(const int8_t *q, const float *scale, const float *x, float *out, int64_t begin,
-                      int64_t end, int64_t k, int64_t n, int64_t ldo, int portable) {
+static void int8_rows_range(const int8_t *q, const float *scale, const float *x, float *out, int64_t begin,
+                            int64_t end, int64_t k, int64_t n, int64_t ldo, int portable) {
 #if SIMD_HAVE_AVX2
     if (!portable && simd_use_avx2()) {
         int8_rows_avx2(q, scale, x, out, begin, end, k, n, ldo);
@@ -106,4 +106,17 @@ static void int8_rows(const int8_t *q, const float *scale, const float *x, float
     }
 #endif
     int8_rows_portable(q, scale, x, out, begin, end, k, n, ldo);
+}
+
+/* out[i, v] for v in [begin, end) and every activation row i < n (out's row stride: ldo),
+ * over the OpenMP threads (torch's own pool, where the extension is built with OpenMP),
+ * each taking whole chunks of rows. */
+static void int8_rows(const int8_t *q, const float *scale, const float *x, float *out, int64_t begin,
+                      int64_t end, int64_t k, int64_t n, int64_t ldo, int portable) {
+    int64_t chunks = (end - begin + INT8_ROWS_CHUNK - 1) / INT8_ROWS_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t first = begin + c * INT8_ROWS_CHUNK, last = first + INT8_ROWS_CHUNK < end ? first + INT8_ROWS_CHUNK : end;
+        int8_rows_range(q, scale, x, out, first, last, k, n, ldo, portable);
+    }
 }

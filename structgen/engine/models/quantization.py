@@ -13,8 +13,10 @@ or the device cannot run (`QuantizationError`, naming the layer or the capabilit
   `torch._scaled_mm` on GPUs of compute capability 8.9 and up, with each token's
   activations scaled to e4m3 on the fly; other devices are refused.
 - "native": a GGUF file's 4- and 8-bit layers as stored (see `quantize_model`); any
-  other layer or checkpoint stays float. On CPU an LM head the file stores as Q8_0 runs
-  as stored too (`Int8BlockHead`), in float32.
+  other layer or checkpoint stays float. On CPU the 4-bit layers multiply in integers,
+  their activations quantized to int8 per block of 32 (`Int4BlockLinear`, as llama.cpp
+  does), and an LM head the file stores as Q8_0 runs as stored too (`Int8BlockHead`), in
+  float32; on a GPU the 4-bit layers are `Int4Linear`s.
 - None or "float": none; the weights stay in the engine's dtype.
 - "auto" (the default): "native" for the embedded default model on CPU, where it decodes
   ~2.2x faster than float at batch 1 and the quality guard finds it lossless (perplexity
@@ -42,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from structgen.engine.kernels import int8_matmul
+from structgen.engine.kernels import int4_matmul, int8_matmul
 from structgen.errors import StructgenError
 
 MODES = ("int8", "int4", "fp8", "native")
@@ -150,6 +152,34 @@ class Int4Linear(nn.Module):
         scale, zero = self.scales_and_zeros.float().transpose(0, 1).unbind(-1)  # [out, in / group] each
         q = q.float().reshape(out_features, -1, self.group_size)
         return ((q - 8.0) * scale[..., None] + zero[..., None]).reshape(out_features, in_features)
+
+
+class Int4BlockLinear(nn.Module):
+    """A layer a GGUF file stores in 4-bit blocks of 32 (Q4_0, Q4_1, Q4_K as decoded:
+    w = q * scale + minimum), held as stored and multiplied on CPU by
+    `kernels.int4_matmul`: the activations are quantized to int8 per block of 32 and the
+    products summed in integers, as llama.cpp does (the quality guard measures the cost).
+    A row's output is the same bits whatever else the step holds."""
+
+    def __init__(self, q: torch.Tensor, scale: torch.Tensor, minimum: torch.Tensor, bias: torch.Tensor | None):
+        """`q` [out, in] values 0..15, `scale` and `minimum` [out, in / 32]."""
+        super().__init__()
+        int8_matmul.require()
+        self.register_buffer("packed", int4_matmul.pack(q))
+        self.register_buffer("scale", scale.float().contiguous())
+        self.register_buffer("minimum", minimum.float().contiguous())
+        int4_matmul.check_blocks(self.packed, self.scale, self.minimum)
+        self.bias = frozen_copy(bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = int4_matmul.matmul(x.reshape(-1, x.shape[-1]), self.packed, self.scale, self.minimum)
+        y = y.view(*x.shape[:-1], y.shape[-1]).to(x.dtype)
+        return y if self.bias is None else y + self.bias
+
+    def dequantized(self) -> torch.Tensor:
+        rows, cols = self.packed.shape[0], 2 * self.packed.shape[1]
+        q = int4_matmul.unpack(self.packed).float().reshape(rows, -1, int4_matmul.BLOCK)
+        return (q * self.scale[..., None] + self.minimum[..., None]).reshape(rows, cols)
 
 
 class Int8BlockHead(nn.Module):
@@ -275,8 +305,9 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
     but for native's on CPU).
 
     `stored`: layers as a quantized checkpoint holds them, by layer name
-    (`gguf_weights.stored_linears`). A 4-bit one becomes an int4 layer as it
-    is, when the mode is native or int4 at its group size; an 8-bit one an int8 layer when
+    (`gguf_weights.stored_linears`). A 4-bit one becomes an `Int4BlockLinear`
+    as it is when the mode is native on CPU, an `Int4Linear` when it is native elsewhere or
+    int4 at its group size; an 8-bit one an int8 layer when
     the mode is native, and an 8-bit head ("lm_head") an `Int8BlockHead` when the mode is
     native and the model is on CPU (with tied embeddings, the table is then looked up in
     the same blocks). Native leaves the layers `stored` lacks float."""
@@ -321,6 +352,8 @@ def _layer(name: str, weight: torch.Tensor, bias: torch.Tensor | None, mode: str
     """The layer that replaces `name`, built from its stored blocks where they serve the
     mode; None: keep the float layer (native, nothing stored that serves)."""
     four_bit = blocks is not None and not _int8_blocks(blocks)
+    if four_bit and mode == NATIVE and weight.device.type == "cpu":
+        return Int4BlockLinear(*(torch.from_numpy(getattr(blocks, f)) for f in ("q", "scale", "minimum")), bias)
     if four_bit and (mode == NATIVE or (mode == "int4" and group_size == blocks.q.shape[1] // blocks.scale.shape[1])):
         return Int4Linear.from_blocks(*(torch.from_numpy(getattr(blocks, f)).to(weight.device)
                                         for f in ("q", "scale", "minimum")), bias, weight.dtype)

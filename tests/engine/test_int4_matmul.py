@@ -1,0 +1,146 @@
+"""The int4 block matmul (structgen.engine.kernels.int4_matmul), the native layers of a
+4-bit GGUF file on CPU: the activations are quantized to int8 per block of 32 and the
+products summed in integers. Its result is that computation's, up to float32 rounding;
+it is the float matmul's within what rounding the activations can move it; and it is the
+same bits on the AVX2 path and the portable one, for a row alone or beside others, on
+one thread or two."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from structgen.engine.kernels import int4_matmul
+from structgen.engine.models.quantization import Int4BlockLinear
+
+EPS = torch.finfo(torch.float32).eps
+
+
+def blocks(rows: int, cols: int, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randint(0, 16, (rows, cols), dtype=torch.uint8, generator=gen)
+    scale = torch.rand(rows, cols // 32, generator=gen) * 0.02
+    minimum = -8 * scale + torch.randn(rows, cols // 32, generator=gen) * 0.002
+    dequantized = (q.double().reshape(rows, -1, 32) * scale.double()[..., None]
+                   + minimum.double()[..., None]).reshape(rows, cols)
+    return q, scale, minimum, dequantized
+
+
+def quantized_activations(x: torch.Tensor):
+    """The kernel's int8 blocks of x, computed here in float32 as it does: d = max|x| / 127,
+    q = x * (1 / d) rounded to nearest even."""
+    n, k = x.shape
+    xb = x.reshape(n, k // 32, 32)
+    d = xb.abs().amax(dim=-1) / 127.0
+    inverse = torch.where(d != 0, 1.0 / d, torch.zeros_like(d))
+    return torch.round(xb * inverse[..., None]), d
+
+
+def activations(n: int, k: int, seed: int = 1) -> torch.Tensor:
+    x = torch.randn(n, k, generator=torch.Generator().manual_seed(seed))
+    x[:, 5] *= 20  # an outlier channel, as real hidden states have
+    return x
+
+
+@pytest.mark.parametrize("rows,cols", [(960, 576), (64, 32), (130, 1536)])
+@pytest.mark.parametrize("batch", [1, 3, 4, 9])
+def test_it_computes_the_integer_products_of_the_quantized_activations(rows, cols, batch):
+    q, scale, minimum, _ = blocks(rows, cols)
+    x = activations(batch, cols)
+    qx, d = quantized_activations(x)
+    wq = q.double().reshape(rows, cols // 32, 32)
+    integer_sums = torch.einsum("nbj,rbj->nrb", qx.double(), wq)  # exact
+    scaled = scale.double()[None] * d.double()[:, None] * integer_sums  # [n, rows, blocks]
+    minimums = minimum.double()[None] * (d.double() * qx.double().sum(-1))[:, None]
+    expected = (scaled + minimums).sum(-1)
+    got = int4_matmul.matmul(x, int4_matmul.pack(q), scale, minimum)
+    assert got.dtype == torch.float32 and got.shape == (batch, rows)
+    # float32 rounding of each term and of the sums (the two kinds of term nearly cancel)
+    bound = 4 * (cols // 32 + 8) * EPS * (scaled.abs() + minimums.abs()).sum(-1)
+    assert ((got.double() - expected).abs() <= bound).all()
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_it_is_the_float_matmul_within_the_activations_rounding(batch):
+    """Each activation moves by at most half its block's step d when quantized, so the
+    result moves by at most sum over blocks of d / 2 * sum |w| from the exact product."""
+    rows, cols = 300, 576
+    q, scale, minimum, dequantized = blocks(rows, cols, seed=3)
+    x = activations(batch, cols, seed=4)
+    _, d = quantized_activations(x)
+    exact = x.double() @ dequantized.T
+    got = int4_matmul.matmul(x, int4_matmul.pack(q), scale, minimum)
+    w_abs = dequantized.abs().reshape(rows, cols // 32, 32).sum(-1)  # [rows, blocks]
+    bound = (d.double() / 2) @ w_abs.T * (1 + 1e-3) + 8 * cols * EPS * (x.abs().double() @ dequantized.abs().T)
+    assert ((got.double() - exact).abs() <= bound).all()
+    assert ((got.double() - exact).norm() / exact.norm()) < 0.02
+
+
+def test_a_row_is_the_same_bits_alone_beside_others_on_either_path_and_any_thread_count():
+    q, scale, minimum, _ = blocks(1000, 576)
+    packed = int4_matmul.pack(q)
+    x = activations(7, 576, seed=2)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        together = int4_matmul.matmul(x, packed, scale, minimum)
+        alone = torch.cat([int4_matmul.matmul(x[i : i + 1], packed, scale, minimum) for i in range(7)])
+        torch.set_num_threads(1)
+        one_thread = int4_matmul.matmul(x, packed, scale, minimum)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(together, alone)
+    assert torch.equal(together, one_thread)
+    assert torch.equal(int4_matmul.matmul(x, packed, scale, minimum, portable=True), together)
+
+
+def test_a_zero_block_of_activations_contributes_nothing():
+    q, scale, minimum, _ = blocks(16, 64)
+    x = torch.zeros(2, 64)
+    x[1, 32:] = torch.linspace(-1, 1, 32)
+    got = int4_matmul.matmul(x, int4_matmul.pack(q), scale, minimum)
+    assert torch.equal(got[0], torch.zeros(16))
+    second_block_only = int4_matmul.matmul(x[1:, 32:], int4_matmul.pack(q[:, 32:].contiguous()),
+                                           scale[:, 1:].contiguous(), minimum[:, 1:].contiguous())
+    assert torch.equal(got[1], second_block_only[0])
+
+
+def test_packing_puts_weight_j_and_j_plus_16_in_one_byte_and_unpacks_exactly():
+    q = torch.arange(64, dtype=torch.uint8).remainder(16).reshape(1, 64).flip(1).contiguous()
+    packed = int4_matmul.pack(q)
+    assert packed.shape == (1, 32)
+    assert packed[0, 0].item() == q[0, 0].item() | (q[0, 16].item() << 4)
+    assert packed[0, 16].item() == q[0, 32].item() | (q[0, 48].item() << 4)
+    q2, *_ = blocks(33, 96, seed=5)
+    assert torch.equal(int4_matmul.unpack(int4_matmul.pack(q2)), q2)
+
+
+def test_an_empty_batch_gives_no_rows():
+    q, scale, minimum, _ = blocks(64, 64)
+    assert int4_matmul.matmul(torch.zeros(0, 64), int4_matmul.pack(q), scale, minimum).shape == (0, 64)
+
+
+def test_weights_it_cannot_read_are_refused_plainly():
+    q, scale, minimum, _ = blocks(64, 64)
+    packed = int4_matmul.pack(q)
+    with pytest.raises(ValueError, match=r"float32 CPU scales of shape \(64, 2\)"):
+        int4_matmul.check_blocks(packed, scale[:, :1].contiguous(), minimum)
+    with pytest.raises(ValueError, match="minimums"):
+        int4_matmul.check_blocks(packed, scale, minimum.double())
+    with pytest.raises(ValueError, match="2-d uint8 CPU tensor"):
+        int4_matmul.check_blocks(packed.int(), scale, minimum)
+    with pytest.raises(ValueError, match="width 64"):
+        int4_matmul.matmul(torch.zeros(2, 32), packed, scale, minimum)
+
+
+def test_the_layer_holds_the_blocks_as_given_and_keeps_the_input_shape_and_bias():
+    q, scale, minimum, _ = blocks(48, 96, seed=6)
+    bias = torch.randn(48)
+    layer = Int4BlockLinear(q, scale, minimum, bias)
+    in_float32 = q.float().reshape(48, 3, 32) * scale[..., None] + minimum[..., None]
+    assert torch.equal(layer.dequantized(), in_float32.reshape(48, 96))
+    x = activations(6, 96, seed=7).reshape(2, 3, 96)
+    y = layer.forward(x)
+    assert y.shape == (2, 3, 48)
+    flat = int4_matmul.matmul(x.reshape(6, 96), layer.packed, scale, minimum) + bias
+    assert torch.equal(y.reshape(6, 48), flat)
