@@ -42,7 +42,7 @@ def activations(n: int, k: int, seed: int = 1) -> torch.Tensor:
     return x
 
 
-@pytest.mark.parametrize("rows,cols", [(960, 576), (64, 32), (130, 1536)])
+@pytest.mark.parametrize("rows,cols", [(960, 576), (64, 64), (130, 1536), (40, 320)])
 @pytest.mark.parametrize("batch", [1, 3, 4, 9])
 def test_it_computes_the_integer_products_of_the_quantized_activations(rows, cols, batch):
     q, scale, minimum, _ = blocks(rows, cols)
@@ -94,24 +94,25 @@ def test_a_row_is_the_same_bits_alone_beside_others_on_either_path_and_any_threa
     assert torch.equal(int4_matmul.matmul(x, packed, scale, minimum, portable=True), together)
 
 
-def test_a_zero_block_of_activations_contributes_nothing():
-    q, scale, minimum, _ = blocks(16, 64)
-    x = torch.zeros(2, 64)
-    x[1, 32:] = torch.linspace(-1, 1, 32)
+def test_zero_blocks_of_activations_contribute_nothing():
+    q, scale, minimum, _ = blocks(16, 128)
+    x = torch.zeros(2, 128)
+    x[1, 64:] = torch.linspace(-1, 1, 64)
     got = int4_matmul.matmul(x, int4_matmul.pack(q), scale, minimum)
     assert torch.equal(got[0], torch.zeros(16))
-    second_block_only = int4_matmul.matmul(x[1:, 32:], int4_matmul.pack(q[:, 32:].contiguous()),
-                                           scale[:, 1:].contiguous(), minimum[:, 1:].contiguous())
-    assert torch.equal(got[1], second_block_only[0])
+    last_pair_only = int4_matmul.matmul(x[1:, 64:], int4_matmul.pack(q[:, 64:].contiguous()),
+                                        scale[:, 2:].contiguous(), minimum[:, 2:].contiguous())
+    assert torch.equal(got[1], last_pair_only[0])
 
 
-def test_packing_puts_weight_j_and_j_plus_16_in_one_byte_and_unpacks_exactly():
-    q = torch.arange(64, dtype=torch.uint8).remainder(16).reshape(1, 64).flip(1).contiguous()
+def test_packing_puts_weight_j_of_two_blocks_in_one_byte_and_unpacks_exactly():
+    q = (torch.arange(128, dtype=torch.uint8) * 7).remainder(16).reshape(1, 128).contiguous()
     packed = int4_matmul.pack(q)
-    assert packed.shape == (1, 32)
-    assert packed[0, 0].item() == q[0, 0].item() | (q[0, 16].item() << 4)
-    assert packed[0, 16].item() == q[0, 32].item() | (q[0, 48].item() << 4)
-    q2, *_ = blocks(33, 96, seed=5)
+    assert packed.shape == (1, 64)
+    assert packed[0, 0].item() == q[0, 0].item() | (q[0, 32].item() << 4)
+    assert packed[0, 31].item() == q[0, 31].item() | (q[0, 63].item() << 4)
+    assert packed[0, 32].item() == q[0, 64].item() | (q[0, 96].item() << 4)
+    q2, *_ = blocks(33, 192, seed=5)
     assert torch.equal(int4_matmul.unpack(int4_matmul.pack(q2)), q2)
 
 
@@ -123,6 +124,8 @@ def test_an_empty_batch_gives_no_rows():
 def test_weights_it_cannot_read_are_refused_plainly():
     q, scale, minimum, _ = blocks(64, 64)
     packed = int4_matmul.pack(q)
+    with pytest.raises(ValueError, match="multiple of 64"):
+        int4_matmul.check_blocks(packed[:, :16].contiguous(), scale[:, :1].contiguous(), minimum[:, :1].contiguous())
     with pytest.raises(ValueError, match=r"float32 CPU scales of shape \(64, 2\)"):
         int4_matmul.check_blocks(packed, scale[:, :1].contiguous(), minimum)
     with pytest.raises(ValueError, match="minimums"):
@@ -134,13 +137,13 @@ def test_weights_it_cannot_read_are_refused_plainly():
 
 
 def test_the_layer_holds_the_blocks_as_given_and_keeps_the_input_shape_and_bias():
-    q, scale, minimum, _ = blocks(48, 96, seed=6)
+    q, scale, minimum, _ = blocks(48, 192, seed=6)
     bias = torch.randn(48)
     layer = Int4BlockLinear(q, scale, minimum, bias)
-    in_float32 = q.float().reshape(48, 3, 32) * scale[..., None] + minimum[..., None]
-    assert torch.equal(layer.dequantized(), in_float32.reshape(48, 96))
-    x = activations(6, 96, seed=7).reshape(2, 3, 96)
+    in_float32 = q.float().reshape(48, 6, 32) * scale[..., None] + minimum[..., None]
+    assert torch.equal(layer.dequantized(), in_float32.reshape(48, 192))
+    x = activations(6, 192, seed=7).reshape(2, 3, 192)
     y = layer.forward(x)
     assert y.shape == (2, 3, 48)
-    flat = int4_matmul.matmul(x.reshape(6, 96), layer.packed, scale, minimum) + bias
+    flat = int4_matmul.matmul(x.reshape(6, 192), layer.packed, scale, minimum) + bias
     assert torch.equal(y.reshape(6, 48), flat)

@@ -5,6 +5,7 @@ left out for what it cannot take."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -65,3 +66,26 @@ def test_c_rope_rotates_strided_rows_as_torchs_ops_do():
     assert got.is_contiguous() and torch.allclose(got, expected, rtol=0, atol=1e-6)
     assert not norm_cpu.rope_fits(x.double(), cos, signed_sin)
     assert not norm_cpu.rope_fits(x.transpose(0, 1), cos, signed_sin)
+
+
+@pytest.mark.parametrize("tokens,width", [(1, 1536), (5, 40), (70, 1536)])
+def test_the_c_silu_mul_is_within_two_float32_steps_of_the_exact_one(tokens, width):
+    gate_up = rows((tokens, 2 * width), seed=4) * 2
+    gate_up[0, :6] = torch.tensor([0.0, -0.0, 100.0, -100.0, 88.5, -87.5])  # the clamped range and zeros
+    assert norm_cpu.silu_fits(gate_up)
+    got = norm_cpu.silu_mul(gate_up)
+    gate, up = gate_up.double().chunk(2, dim=-1)
+    exact = gate / (1 + torch.exp(-gate)) * up
+    assert got.shape == (tokens, width) and got.dtype == torch.float32
+    # silu rounded, then the product rounded, from an exponential within ~1 step; below
+    # g = -88 the exponential is clamped, which leaves |g * up| * e^-88 at most
+    bound = 2.5 * torch.finfo(torch.float32).eps * exact.abs() + (gate * up).abs() * np.exp(-87.0)
+    assert ((got.double() - exact).abs() <= bound).all()
+    assert torch.equal(norm_cpu.silu_mul(gate_up, portable=True), got)  # the same bits on either path
+
+
+def test_elementwise_silu_mul_takes_the_c_path_for_float32_only():
+    gate_up = rows((3, 128), seed=5)
+    assert torch.equal(elementwise_torch.silu_mul(gate_up), norm_cpu.silu_mul(gate_up))
+    assert not norm_cpu.silu_fits(gate_up.bfloat16())
+    assert not norm_cpu.silu_fits(gate_up[:, :-1])  # no [gate | up] halves

@@ -8,9 +8,12 @@
 - decode_attention.h: a step's decode tokens over their paged float32 KV cache
   (`decode_attention`);
 - rope_and_cache.h: RoPE of q and k heads (`rope`) and the store of keys and values at
-  their cache slots (`cache_rows`).
+  their cache slots (`cache_rows`);
+- silu_mul_rows.h: the SiLU-gated MLP activation (`silu_mul`);
+- decode_layers.h: all of them chained, a decode step through every decoder layer of a
+  model with 4-bit block projections (`decode_layers`).
 Owns only the calls into C, with the GIL released. Arrays are passed as addresses: the
-callers (int8_matmul.py, int4_matmul.py, norm_cpu.py, attention_torch.py) check dtype, device, shape and contiguity first."""
+callers (int8_matmul.py, int4_matmul.py, norm_cpu.py, attention_torch.py, models/native_decode.py) check dtype, device, shape and contiguity first."""
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uintptr_t
 
@@ -37,6 +40,22 @@ cdef extern from "rope_and_cache.h":
                    int64_t tokens, int64_t heads, int64_t dim) nogil
     void c_cache_rows "cache_rows"(const float *src, int64_t token_stride, float *cache, const int64_t *slots,
                                    int64_t tokens, int64_t width) nogil
+
+cdef extern from "silu_mul_rows.h":
+    void silu_mul_rows(const float *gate_up, float *out, int64_t n, int64_t width, int portable) nogil
+
+cdef extern from "decode_layers.h":
+    ctypedef struct decode_shape:
+        int64_t layers, hidden, heads, kv_heads, dim, intermediate, block_size, table_width
+        double eps
+        float scale
+    int DECODE_FIELDS
+    int c_decode_layers "decode_layers"(
+        const int64_t *weights, const int64_t *caches, const float *final_norm, const decode_shape *shape,
+        const float *x, const float *cos, const float *signed_sin, const int64_t *slots, const int32_t *block_tables,
+        const int32_t *seq_lens, float *out, int64_t n) nogil
+
+LAYER_FIELDS = DECODE_FIELDS  # addresses per layer in decode_layers' weight table
 
 
 def matmul_rows(uintptr_t q, uintptr_t scale, uintptr_t x, uintptr_t out, int64_t rows, int64_t k, int64_t n,
@@ -93,3 +112,30 @@ def cache_rows(uintptr_t src, int64_t token_stride, uintptr_t cache, uintptr_t s
     """Cache row slots[t] (width floats) = src row t; negative slots skipped."""
     with nogil:
         c_cache_rows(<const float *>src, token_stride, <float *>cache, <const int64_t *>slots, tokens, width)
+
+
+def silu_mul(uintptr_t gate_up, uintptr_t out, int64_t n, int64_t width, bint portable=False):
+    """out [n, width] = silu(gate) * up, gate_up [n, 2 * width] = [gate | up]."""
+    with nogil:
+        silu_mul_rows(<const float *>gate_up, <float *>out, n, width, portable)
+
+
+def decode_layers(uintptr_t weights, uintptr_t caches, uintptr_t final_norm, int64_t layers, int64_t hidden,
+                  int64_t heads, int64_t kv_heads, int64_t dim, int64_t intermediate, int64_t block_size,
+                  int64_t table_width, double eps, float scale, uintptr_t x, uintptr_t cos, uintptr_t signed_sin,
+                  uintptr_t slots, uintptr_t block_tables, uintptr_t seq_lens, uintptr_t out, int64_t n):
+    """out [n, hidden]: n decode tokens (embeddings x) through every layer and the final
+    norm (decode_layers.h); weights [layers, LAYER_FIELDS] and caches [layers, 2] are int64
+    tables of addresses."""
+    cdef decode_shape shape
+    shape.layers, shape.hidden, shape.heads, shape.kv_heads = layers, hidden, heads, kv_heads
+    shape.dim, shape.intermediate, shape.block_size, shape.table_width = dim, intermediate, block_size, table_width
+    shape.eps, shape.scale = eps, scale
+    cdef int status
+    with nogil:
+        status = c_decode_layers(<const int64_t *>weights, <const int64_t *>caches, <const float *>final_norm, &shape,
+                                 <const float *>x, <const float *>cos, <const float *>signed_sin,
+                                 <const int64_t *>slots, <const int32_t *>block_tables, <const int32_t *>seq_lens,
+                                 <float *>out, n)
+    if status != 0:
+        raise MemoryError("decode layers: no memory for the step's buffers")

@@ -8,6 +8,9 @@
  * pairwise (simd.h), on the AVX2 path and the portable one alike, so a row
  * does not depend on the CPU's features or on the other sequences of the step. */
 
+#ifndef STRUCTGEN_DECODE_ATTENTION_H
+#define STRUCTGEN_DECODE_ATTENTION_H
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -92,3 +95,5 @@ static int decode_attention(const float *query, const float *k_cache, const floa
     free(scores);
     return 0;
 }
+
+#endif

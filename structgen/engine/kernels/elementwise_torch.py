@@ -4,7 +4,8 @@ before it), rotary embeddings and SiLU-gated MLP activation.
 The CPU path and the oracle of `elementwise_triton`, which has the same functions
 with the same rounding. On CPU, float32 norms go to `norm_cpu`'s C kernel (torch's
 rms_norm is slow on the short rows of a decode step), and so does float32 RoPE (one
-call for three ops); elsewhere torch computes them. Rounding follows the reference
+call for three ops), and so does the float32 SiLU-gated activation; elsewhere torch
+computes them. Rounding follows the reference
 implementations: norms are computed in float32 and cast back before the weight
 multiplies, every bf16/fp16 op rounds its result. Owns only this math; never touches
 the KV cache or the weights' layout.
@@ -62,5 +63,7 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor]) -> torch.
 
 def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up for gate_up [T, 2 * intermediate] = [gate | up]."""
+    if norm_cpu.silu_fits(gate_up):
+        return norm_cpu.silu_mul(gate_up)
     gate, up = gate_up.chunk(2, dim=-1)
     return F.silu(gate) * up

@@ -18,22 +18,23 @@ import torch
 from structgen.engine.kernels import int8_matmul
 
 BLOCK = 32  # weights per scale and minimum
-PACKED = BLOCK // 2  # bytes per block
+WIDTH_MULTIPLE = 2 * BLOCK  # the blocks of a row go in pairs
 
 
 def pack(q: torch.Tensor) -> torch.Tensor:
-    """uint8 [rows, cols] values 0..15 -> uint8 [rows, cols / 2], the kernel's layout: in
-    each block, byte j holds weight j (low nibble) and weight j + 16 (high nibble)."""
+    """uint8 [rows, cols] values 0..15 -> uint8 [rows, cols / 2], the kernel's layout: the
+    blocks in pairs, byte j of a pair holding weight j of its first block (low nibble)
+    and weight j of its second (high nibble)."""
     rows, cols = q.shape
-    blocks = q.to(torch.uint8).reshape(rows, cols // BLOCK, 2, PACKED)
-    return (blocks[:, :, 0] | (blocks[:, :, 1] << 4)).reshape(rows, cols // 2).contiguous()
+    pairs = q.to(torch.uint8).reshape(rows, cols // WIDTH_MULTIPLE, 2, BLOCK)
+    return (pairs[:, :, 0] | (pairs[:, :, 1] << 4)).reshape(rows, cols // 2).contiguous()
 
 
 def unpack(packed: torch.Tensor) -> torch.Tensor:
     """The inverse of `pack`: uint8 [rows, cols] values 0..15."""
     rows, half = packed.shape
-    blocks = packed.reshape(rows, half // PACKED, 1, PACKED)
-    return torch.cat([blocks & 0x0F, blocks >> 4], dim=2).reshape(rows, 2 * half)
+    pairs = packed.reshape(rows, half // BLOCK, 1, BLOCK)
+    return torch.cat([pairs & 0x0F, pairs >> 4], dim=2).reshape(rows, 2 * half)
 
 
 def check_blocks(packed: torch.Tensor, scale: torch.Tensor, minimum: torch.Tensor) -> None:
@@ -44,10 +45,10 @@ def check_blocks(packed: torch.Tensor, scale: torch.Tensor, minimum: torch.Tenso
     rows, half = packed.shape
     expected = (rows, 2 * half // BLOCK)
     for name, tensor in (("scales", scale), ("minimums", minimum)):
-        if (half % PACKED or tuple(tensor.shape) != expected or tensor.dtype != torch.float32
+        if (2 * half % WIDTH_MULTIPLE or tuple(tensor.shape) != expected or tensor.dtype != torch.float32
                 or tensor.device.type != "cpu" or not tensor.is_contiguous()):
             raise ValueError(f"packed int4 weights of shape {tuple(packed.shape)} need contiguous float32 CPU "
-                             f"{name} of shape {expected} and a width that is a multiple of {BLOCK}; got "
+                             f"{name} of shape {expected} and a width that is a multiple of {WIDTH_MULTIPLE}; got "
                              f"{tensor.dtype} {tuple(tensor.shape)}")
 
 

@@ -7,8 +7,10 @@
  * s = d * sum(q), as llama.cpp does for these formats. A block's dot product is then
  * exact in integers, and  w . x ~= scale * d * sum(qw * qx) + minimum * s.
  *
- * Packing: 16 bytes per block, byte j holding weight j in its low nibble and weight
- * j + 16 in its high one, so that one AND and one shift give the 32 weights in order.
+ * Packing: blocks go in pairs (a row has an even number of them), 32 bytes per pair:
+ * byte j holds weight j of the first block in its low nibble and weight j of the second
+ * in its high one, so that one AND gives the first block's 32 weights in order and a
+ * shift and an AND the second's.
  *
  * One row's result is always computed in the same order: each block's integer products
  * summed (exact), that sum times the block's scale * d fused into lane b % 8 of a total
@@ -18,6 +20,9 @@
  * features, on the other rows of the batch, or on which range of weight rows a call or a
  * thread covers. */
 
+#ifndef STRUCTGEN_INT4_ROWS_H
+#define STRUCTGEN_INT4_ROWS_H
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,7 +30,7 @@
 #include "simd.h"
 
 #define INT4_ROWS_BLOCK 32
-#define INT4_ROWS_PACKED 16 /* bytes per block of weights */
+#define INT4_ROWS_PAIR 32 /* bytes per pair of blocks of weights */
 #define INT4_ROWS_GROUP 4   /* activation rows sharing one unpacking of the weights (AVX2) */
 #define INT4_ROWS_MIN_PARALLEL 4096 /* fewer block products than this: one thread */
 
@@ -43,11 +48,13 @@ static void int4_rows_quantize_block_portable(const float *x, int8_t *q, float *
     *s = scale * (float)sum;
 }
 
-/* One block's products of one weight row and one activation row, summed (exact). */
-static int32_t int4_rows_block_portable(const uint8_t *packed, const int8_t *qx) {
+/* Block b's products of one weight row (`packed`: the row's pairs) and one activation
+ * block, summed (exact). */
+static int32_t int4_rows_block_portable(const uint8_t *packed, int64_t b, const int8_t *qx) {
+    const uint8_t *pair = packed + (b / 2) * INT4_ROWS_PAIR;
+    int shift = b % 2 ? 4 : 0;
     int32_t sum = 0;
-    for (int j = 0; j < INT4_ROWS_PACKED; j++)
-        sum += (packed[j] & 0x0F) * qx[j] + (packed[j] >> 4) * qx[j + INT4_ROWS_PACKED];
+    for (int j = 0; j < INT4_ROWS_BLOCK; j++) sum += ((pair[j] >> shift) & 0x0F) * qx[j];
     return sum;
 }
 
@@ -60,7 +67,8 @@ static void int4_rows_portable(const uint8_t *packed, const float *scale, const 
             float lane_total[8] = {0, 0, 0, 0, 0, 0, 0, 0}, lane_min[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             for (int64_t b = 0; b < blocks; b++) {
                 int64_t wb = v * blocks + b, xb = i * blocks + b;
-                int32_t sum = int4_rows_block_portable(packed + wb * INT4_ROWS_PACKED, qx + xb * INT4_ROWS_BLOCK);
+                int32_t sum = int4_rows_block_portable(packed + v * blocks * INT4_ROWS_BLOCK / 2, b,
+                                                       qx + xb * INT4_ROWS_BLOCK);
                 lane_total[b % 8] = fmaf((float)sum, scale[wb] * dx[xb], lane_total[b % 8]);
                 lane_min[b % 8] = fmaf(minimum[wb], sx[xb], lane_min[b % 8]);
             }
@@ -100,12 +108,15 @@ __attribute__((target("avx2,fma"))) static void int4_rows_quantize_block_avx2(co
     *s = scale * (float)_mm_cvtsi128_si32(t);
 }
 
-/* The 32 weights of a block, in order, as unsigned bytes. */
-__attribute__((target("avx2,fma"))) static inline __m256i int4_rows_unpack(const uint8_t *packed) {
-    __m128i bytes = _mm_loadu_si128((const __m128i *)packed);
-    __m128i low_mask = _mm_set1_epi8(0x0F);
-    __m128i low = _mm_and_si128(bytes, low_mask), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), low_mask);
-    return _mm256_set_m128i(high, low);
+/* The weights of blocks b..b+count-1 (b even, count even, at most 8), as unsigned bytes in order. */
+__attribute__((target("avx2,fma"))) static inline void int4_rows_unpack(const uint8_t *row, int64_t b, int count,
+                                                                        __m256i weights[8]) {
+    const __m256i low_mask = _mm256_set1_epi8(0x0F);
+    for (int j = 0; j < count; j += 2) {
+        __m256i pair = _mm256_loadu_si256((const __m256i *)(row + (b + j) / 2 * INT4_ROWS_PAIR));
+        weights[j] = _mm256_and_si256(pair, low_mask);
+        weights[j + 1] = _mm256_and_si256(_mm256_srli_epi16(pair, 4), low_mask);
+    }
 }
 
 /* One block's 32 products, in eight int32 lanes of four. */
@@ -114,14 +125,9 @@ __attribute__((target("avx2,fma"))) static inline __m256i int4_rows_products(__m
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-/* Up to eight blocks' products with one activation row: lane j holds block j's sum
- * (exact; blocks from `count` on are 0). `weights`: the blocks, unpacked. */
-__attribute__((target("avx2,fma"))) static inline __m256i int4_rows_eight_sums(const __m256i weights[8],
-                                                                               const int8_t *qx, int count) {
-    __m256i p[8];
-    for (int j = 0; j < 8; j++)
-        p[j] = j < count ? int4_rows_products(weights[j], qx + j * INT4_ROWS_BLOCK) : _mm256_setzero_si256();
-    /* hadd within 128-bit halves, then the halves added: lane j = all of p[j] */
+/* Eight int32 vectors reduced to one: lane j = the sum of p[j]'s lanes (exact). */
+__attribute__((target("avx2,fma"))) static inline __m256i int4_rows_reduce(const __m256i p[8]) {
+    /* hadd within 128-bit halves, then the halves added */
     __m256i first = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
     __m256i second = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(first, second, 0x20),
@@ -135,34 +141,66 @@ __attribute__((target("avx2,fma"))) static inline __m256 int4_rows_load(const fl
     return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(count), index));
 }
 
+/* One activation row's blocks b..b+count-1 against the unpacked weights, fused into its totals. */
+__attribute__((target("avx2,fma"))) static inline void int4_rows_chunk(const __m256i weights[8], __m256 block_scale,
+                                                                       __m256 block_min, const int8_t *qx,
+                                                                       const float *dx, const float *sx, int count,
+                                                                       __m256 *total, __m256 *min_total) {
+    __m256i p[8];
+    for (int j = 0; j < 8; j++)
+        p[j] = j < count ? int4_rows_products(weights[j], qx + j * INT4_ROWS_BLOCK) : _mm256_setzero_si256();
+    __m256 sums = _mm256_cvtepi32_ps(int4_rows_reduce(p));
+    *total = _mm256_fmadd_ps(sums, _mm256_mul_ps(block_scale, int4_rows_load(dx, count)), *total);
+    *min_total = _mm256_fmadd_ps(block_min, int4_rows_load(sx, count), *min_total);
+}
+
+/* Weight rows [begin, end) against activation rows [i, i + rows), rows <= INT4_ROWS_GROUP. */
+__attribute__((target("avx2,fma"))) static inline void int4_rows_group_avx2(
+    const uint8_t *packed, const float *scale, const float *minimum, const int8_t *qx, const float *dx,
+    const float *sx, float *out, int64_t v, int64_t i, int rows, int64_t blocks, int64_t ldo) {
+    const uint8_t *row = packed + v * blocks * INT4_ROWS_BLOCK / 2;
+    const float *sv = scale + v * blocks, *mv = minimum + v * blocks;
+    __m256i weights[8];
+    __m256 total[INT4_ROWS_GROUP], min_total[INT4_ROWS_GROUP];
+    for (int r = 0; r < rows; r++) total[r] = min_total[r] = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= blocks; b += 8) {
+        int4_rows_unpack(row, b, 8, weights);
+        __m256 block_scale = _mm256_loadu_ps(sv + b), block_min = _mm256_loadu_ps(mv + b);
+        for (int r = 0; r < rows; r++) {
+            int64_t xb = (i + r) * blocks + b;
+            int4_rows_chunk(weights, block_scale, block_min, qx + xb * INT4_ROWS_BLOCK, dx + xb, sx + xb, 8,
+                            &total[r], &min_total[r]);
+        }
+    }
+    if (b < blocks) {
+        int count = (int)(blocks - b);
+        int4_rows_unpack(row, b, count, weights);
+        __m256 block_scale = int4_rows_load(sv + b, count), block_min = int4_rows_load(mv + b, count);
+        for (int r = 0; r < rows; r++) {
+            int64_t xb = (i + r) * blocks + b;
+            int4_rows_chunk(weights, block_scale, block_min, qx + xb * INT4_ROWS_BLOCK, dx + xb, sx + xb, count,
+                            &total[r], &min_total[r]);
+        }
+    }
+    for (int r = 0; r < rows; r++) out[(i + r) * ldo + v] = simd_lane_sum(total[r]) + simd_lane_sum(min_total[r]);
+}
+
 __attribute__((target("avx2,fma"))) static void int4_rows_avx2(const uint8_t *packed, const float *scale,
                                                                const float *minimum, const int8_t *qx,
                                                                const float *dx, const float *sx, float *out,
                                                                int64_t begin, int64_t end, int64_t k, int64_t n,
                                                                int64_t ldo) {
     int64_t blocks = k / INT4_ROWS_BLOCK;
-    __m256i weights[8];
     for (int64_t v = begin; v < end; v++) {
-        const uint8_t *pv = packed + v * blocks * INT4_ROWS_PACKED;
-        const float *sv = scale + v * blocks, *mv = minimum + v * blocks;
-        for (int64_t i = 0; i < n; i += INT4_ROWS_GROUP) {
-            int rows = n - i < INT4_ROWS_GROUP ? (int)(n - i) : INT4_ROWS_GROUP;
-            __m256 total[INT4_ROWS_GROUP], min_total[INT4_ROWS_GROUP];
-            for (int r = 0; r < INT4_ROWS_GROUP; r++) total[r] = min_total[r] = _mm256_setzero_ps();
-            for (int64_t b = 0; b < blocks; b += 8) {
-                int count = blocks - b < 8 ? (int)(blocks - b) : 8;
-                for (int j = 0; j < count; j++) weights[j] = int4_rows_unpack(pv + (b + j) * INT4_ROWS_PACKED);
-                __m256 block_scale = int4_rows_load(sv + b, count), block_min = int4_rows_load(mv + b, count);
-                for (int r = 0; r < rows; r++) {
-                    int64_t xb = (i + r) * blocks + b;
-                    __m256 sums = _mm256_cvtepi32_ps(int4_rows_eight_sums(weights, qx + xb * INT4_ROWS_BLOCK, count));
-                    __m256 both = _mm256_mul_ps(block_scale, int4_rows_load(dx + xb, count));
-                    total[r] = _mm256_fmadd_ps(sums, both, total[r]);
-                    min_total[r] = _mm256_fmadd_ps(block_min, int4_rows_load(sx + xb, count), min_total[r]);
-                }
-            }
-            for (int r = 0; r < rows; r++) out[(i + r) * ldo + v] = simd_lane_sum(total[r]) + simd_lane_sum(min_total[r]);
+        int64_t i = 0;
+        if (n == 1) { /* a constant row count lets the compiler keep the group in registers */
+            int4_rows_group_avx2(packed, scale, minimum, qx, dx, sx, out, v, 0, 1, blocks, ldo);
+            continue;
         }
+        for (; i + INT4_ROWS_GROUP <= n; i += INT4_ROWS_GROUP)
+            int4_rows_group_avx2(packed, scale, minimum, qx, dx, sx, out, v, i, INT4_ROWS_GROUP, blocks, ldo);
+        if (i < n) int4_rows_group_avx2(packed, scale, minimum, qx, dx, sx, out, v, i, (int)(n - i), blocks, ldo);
     }
 }
 
@@ -214,3 +252,5 @@ static int int4_rows(const uint8_t *packed, const float *scale, const float *min
     free(qx);
     return 0;
 }
+
+#endif

@@ -9,6 +9,9 @@
  * not depend on the CPU's features, on the other rows of the batch, or on which range of
  * weight rows a call covers. */
 
+#ifndef STRUCTGEN_INT8_ROWS_H
+#define STRUCTGEN_INT8_ROWS_H
+
 #include <math.h>
 #include <stdint.h>
 
@@ -120,3 +123,5 @@ static void int8_rows(const int8_t *q, const float *scale, const float *x, float
         int8_rows_range(q, scale, x, out, first, last, k, n, ldo, portable);
     }
 }
+
+#endif

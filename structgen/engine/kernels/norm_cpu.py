@@ -1,9 +1,11 @@
 """The element-wise steps of a layer on CPU in float32, one C call each (through
 `cpu_kernels`): RMSNorm with the residual add before it (rms_norm_rows.h; a decode step
 runs two per layer, and torch's own rms_norm costs 20-35 us on a short row, where this
-costs a few), and rotate-half RoPE (rope_and_cache.h; one call for torch's three).
+costs a few), rotate-half RoPE (rope_and_cache.h; one call for torch's three), and the
+SiLU-gated activation (silu_mul_rows.h; the one `models.native_decode` chains, so that
+both paths give the same bits).
 
-Owns the checks that let a call take this path (`fits`, `rope_fits`) and the calls;
+Owns the checks that let a call take this path (`fits`, `rope_fits`, `silu_fits`) and the calls;
 `elementwise_torch` decides when to use them. Must not know about layers or the KV cache.
 """
 
@@ -57,4 +59,19 @@ def rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.
     out = torch.empty(tokens, heads, dim, dtype=torch.float32)
     cpu_kernels.rope(x.data_ptr(), x.stride(0), out.data_ptr(), cos.data_ptr(), signed_sin.data_ptr(), tokens,
                      heads, dim)
+    return out
+
+
+def silu_fits(gate_up: torch.Tensor) -> bool:
+    """Whether the C activation takes this: float32 [T, 2 * width], contiguous, on CPU."""
+    return (cpu_kernels is not None and gate_up.dtype is torch.float32 and gate_up.is_cpu and gate_up.dim() == 2
+            and gate_up.shape[1] % 2 == 0 and gate_up.is_contiguous())
+
+
+def silu_mul(gate_up: torch.Tensor, portable: bool = False) -> torch.Tensor:
+    """silu(gate) * up for gate_up [T, 2 * width] = [gate | up] (`silu_fits` must hold);
+    `portable`: the plain C path even where AVX2 is there (the tests compare the two)."""
+    tokens, width = gate_up.shape[0], gate_up.shape[1] // 2
+    out = torch.empty(tokens, width, dtype=torch.float32)
+    cpu_kernels.silu_mul(gate_up.data_ptr(), out.data_ptr(), tokens, width, portable)
     return out

@@ -5,6 +5,9 @@
  * 1 / sqrt(mean + eps), then (x * factor) * weight in float32, so a row's result does
  * not depend on the other rows. */
 
+#ifndef STRUCTGEN_RMS_NORM_ROWS_H
+#define STRUCTGEN_RMS_NORM_ROWS_H
+
 #include <math.h>
 #include <stdint.h>
 
@@ -26,3 +29,5 @@ static void rms_norm_rows(const float *x, const float *delta, float *total, cons
         for (int64_t j = 0; j < k; j++) dst[j] = (row[j] * factor) * weight[j];
     }
 }
+
+#endif

@@ -7,6 +7,9 @@
  * RoPE rounds as torch's `elementwise_torch.rotate` is written: x * cos rounded, then
  * x[j + dim/2 mod dim] * signed_sin rounded and added. */
 
+#ifndef STRUCTGEN_ROPE_AND_CACHE_H
+#define STRUCTGEN_ROPE_AND_CACHE_H
+
 #include <stdint.h>
 #include <string.h>
 
@@ -34,3 +37,5 @@ static void cache_rows(const float *src, int64_t token_stride, float *cache, con
     for (int64_t t = 0; t < tokens; t++)
         if (slots[t] >= 0) memcpy(cache + slots[t] * width, src + t * token_stride, sizeof(float) * (size_t)width);
 }
+
+#endif

@@ -306,8 +306,8 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
 
     `stored`: layers as a quantized checkpoint holds them, by layer name
     (`gguf_weights.stored_linears`). A 4-bit one becomes an `Int4BlockLinear`
-    as it is when the mode is native on CPU, an `Int4Linear` when it is native elsewhere or
-    int4 at its group size; an 8-bit one an int8 layer when
+    as it is when the mode is native on CPU (and its width a multiple of 64), an
+    `Int4Linear` when it is native otherwise or int4 at its group size; an 8-bit one an int8 layer when
     the mode is native, and an 8-bit head ("lm_head") an `Int8BlockHead` when the mode is
     native and the model is on CPU (with tied embeddings, the table is then looked up in
     the same blocks). Native leaves the layers `stored` lacks float."""
@@ -352,7 +352,8 @@ def _layer(name: str, weight: torch.Tensor, bias: torch.Tensor | None, mode: str
     """The layer that replaces `name`, built from its stored blocks where they serve the
     mode; None: keep the float layer (native, nothing stored that serves)."""
     four_bit = blocks is not None and not _int8_blocks(blocks)
-    if four_bit and mode == NATIVE and weight.device.type == "cpu":
+    if (four_bit and mode == NATIVE and weight.device.type == "cpu"
+            and weight.shape[1] % int4_matmul.WIDTH_MULTIPLE == 0):
         return Int4BlockLinear(*(torch.from_numpy(getattr(blocks, f)) for f in ("q", "scale", "minimum")), bias)
     if four_bit and (mode == NATIVE or (mode == "int4" and group_size == blocks.q.shape[1] // blocks.scale.shape[1])):
         return Int4Linear.from_blocks(*(torch.from_numpy(getattr(blocks, f)).to(weight.device)

@@ -1,0 +1,103 @@
+"""Decode steps on CPU in one C call: every decoder layer of a model whose projections
+are all 4-bit block layers (`quantization.Int4BlockLinear`, the embedded model run
+natively), for a step where every sequence brings one new token.
+
+On a 2-core CPU the embedded model's per-op decode step spent about a quarter of its
+time in the interpreter and in torch's dispatch between the kernels (a few
+microseconds of arithmetic per norm, ~20 us per call in situ). `decode_layers.h` runs
+the same kernels in the same order on the same values, so the hidden states are the
+per-op path's bit for bit (tests/engine/test_cpu_decode.py checks it); the embedding
+lookup, the LM head and sampling stay in Python.
+
+Owns the table of weight addresses (built once: the model must not be changed after
+`CpuDecode.of`), the check that a step fits, and the call. Steps with a prefill, a
+jump-forward span or another backend take the per-op path; never schedules or samples.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+import torch
+
+from structgen.engine.kernels import attention_torch
+from structgen.engine.models.llama import LlamaForCausalLM
+from structgen.engine.models.quantization import Int4BlockLinear
+
+try:
+    from structgen.engine.kernels import cpu_kernels
+except ImportError:  # extensions not built: `CpuDecode.of` says no and the per-op path runs
+    cpu_kernels = None
+
+PROJECTIONS = ("attn.qkv", "attn.o", "mlp.gate_up", "mlp.down")
+
+
+class CpuDecode:
+    """One model's decode steps through `cpu_kernels.decode_layers`."""
+
+    def __init__(self, model: LlamaForCausalLM, kv_caches: list[tuple[torch.Tensor, torch.Tensor]]):
+        self.model = model
+        self.config = model.config
+        self.held = [tensor for layer in model.layers for tensor in layer_tensors(layer)]  # alive while addressed
+        self.weights = torch.tensor([[t.data_ptr() for t in layer_tensors(layer)] for layer in model.layers],
+                                    dtype=torch.int64)
+        self.caches = torch.tensor([[k.data_ptr(), v.data_ptr()] for k, v in kv_caches], dtype=torch.int64)
+        self.block_size = kv_caches[0][0].shape[1]
+
+    @classmethod
+    def of(cls, model: LlamaForCausalLM, kv_caches, backend: ModuleType) -> "CpuDecode | None":
+        """The fused path for this model, or None where it cannot run it."""
+        if not fits_model(model, kv_caches, backend):
+            return None
+        return cls(model, kv_caches)
+
+    def fits(self, input_ids: np.ndarray, num_decodes: int, num_seqs: int) -> bool:
+        """Whether a step is decodes only: one new token for every sequence."""
+        return 0 < num_decodes == num_seqs == len(input_ids)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta) -> torch.Tensor:
+        """Hidden states [n, hidden] after the final norm, as `LlamaForCausalLM.forward`
+        gives them; K/V of the new tokens are cached."""
+        model, c = self.model, self.config
+        x = model.embed(input_ids).contiguous()
+        cos, signed_sin = attention_torch.rope_tables(model.rotary.cos, model.rotary.sin, positions, x.dtype)
+        tables, lengths, slots = meta.block_tables, meta.seq_lens, meta.slot_mapping
+        n = x.shape[0]
+        out = torch.empty(n, c.hidden_size, dtype=torch.float32)
+        cpu_kernels.decode_layers(
+            self.weights.data_ptr(), self.caches.data_ptr(), model.norm.data_ptr(), len(model.layers),
+            c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, self.block_size,
+            tables.shape[1], c.rms_norm_eps, c.head_dim**-0.5, x.data_ptr(), cos.contiguous().data_ptr(),
+            signed_sin.contiguous().data_ptr(), slots.data_ptr(), tables.data_ptr(), lengths.data_ptr(),
+            out.data_ptr(), n)
+        return out
+
+
+def fits_model(model: LlamaForCausalLM, kv_caches, backend: ModuleType) -> bool:
+    """Whether every layer is one the C step runs: float32 norms, 4-bit block projections
+    without bias, no q/k norms, a head size of a multiple of 8, float32 caches on CPU
+    behind the torch backend."""
+    if cpu_kernels is None or backend is not attention_torch or not kv_caches or not len(model.layers):
+        return False
+    c = model.config
+    caches_fit = all(cache.dtype is torch.float32 and cache.is_cpu and cache.is_contiguous()
+                     for pair in kv_caches for cache in pair)
+    norms = [model.norm] + [norm for layer in model.layers for norm in (layer.input_norm, layer.post_attn_norm)]
+    norms_fit = all(norm.dtype is torch.float32 and norm.is_cpu and norm.is_contiguous() for norm in norms)
+    layers_fit = all(layer.attn.q_norm is None and all(
+        isinstance(p := layer.get_submodule(name), Int4BlockLinear) and p.bias is None for name in PROJECTIONS)
+        for layer in model.layers)
+    return caches_fit and norms_fit and layers_fit and c.head_dim % 8 == 0
+
+
+def layer_tensors(layer) -> list[torch.Tensor]:
+    """One layer's tensors in the order of decode_layers.h's weight table."""
+    row = [layer.input_norm]
+    for name in PROJECTIONS:
+        projection = layer.get_submodule(name)
+        if name == "mlp.gate_up":
+            row.append(layer.post_attn_norm)
+        row += [projection.packed, projection.scale, projection.minimum]
+    assert len(row) == cpu_kernels.LAYER_FIELDS
+    return row
