@@ -33,6 +33,8 @@
 #define INT4_ROWS_PAIR 32 /* bytes per pair of blocks of weights */
 #define INT4_ROWS_GROUP 4   /* activation rows sharing one unpacking of the weights (AVX2) */
 #define INT4_ROWS_MIN_PARALLEL 4096 /* fewer block products than this: one thread */
+#define INT4_ROWS_CHUNK 16          /* weight rows per thread's task: each thread's writes stay apart */
+#define INT4_ROWS_TILE 64           /* activation rows per pass over the weights */
 
 /* One activation block: q[32], d, s = d * sum(q). */
 static void int4_rows_quantize_block_portable(const float *x, int8_t *q, float *d, float *s) {
@@ -142,7 +144,7 @@ __attribute__((target("avx2,fma"))) static inline __m256 int4_rows_load(const fl
 }
 
 /* One activation row's blocks b..b+count-1 against the unpacked weights, fused into its totals. */
-__attribute__((target("avx2,fma"))) static inline void int4_rows_chunk(const __m256i weights[8], __m256 block_scale,
+__attribute__((target("avx2,fma"), always_inline)) static inline void int4_rows_chunk(const __m256i weights[8], __m256 block_scale,
                                                                        __m256 block_min, const int8_t *qx,
                                                                        const float *dx, const float *sx, int count,
                                                                        __m256 *total, __m256 *min_total) {
@@ -154,8 +156,9 @@ __attribute__((target("avx2,fma"))) static inline void int4_rows_chunk(const __m
     *min_total = _mm256_fmadd_ps(block_min, int4_rows_load(sx, count), *min_total);
 }
 
-/* Weight rows [begin, end) against activation rows [i, i + rows), rows <= INT4_ROWS_GROUP. */
-__attribute__((target("avx2,fma"))) static inline void int4_rows_group_avx2(
+/* Weight row v against activation rows [i, i + rows), rows <= INT4_ROWS_GROUP (inlined at
+ * each call, so that a constant row count keeps the totals in registers). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void int4_rows_group_avx2(
     const uint8_t *packed, const float *scale, const float *minimum, const int8_t *qx, const float *dx,
     const float *sx, float *out, int64_t v, int64_t i, int rows, int64_t blocks, int64_t ldo) {
     const uint8_t *row = packed + v * blocks * INT4_ROWS_BLOCK / 2;
@@ -234,21 +237,28 @@ static void int4_rows_range(const uint8_t *packed, const float *scale, const flo
 }
 
 /* out [n, rows] = x [n, k] @ w [rows, k].T, over the OpenMP threads (torch's own pool,
- * where the extension is built with OpenMP) when the product is large enough.
+ * where the extension is built with OpenMP) when the product is large enough. The
+ * activation rows go in tiles that stay in a core's cache while every weight row passes
+ * them (without tiles a long prefill re-read all its activations from memory per row).
  * Returns -1 when the activations' scratch cannot be allocated. */
 static int int4_rows(const uint8_t *packed, const float *scale, const float *minimum, const float *x, float *out,
                      int64_t rows, int64_t k, int64_t n, int portable) {
-    int64_t blocks = n * (k / INT4_ROWS_BLOCK);
-    int8_t *qx = (int8_t *)malloc((size_t)(n * k) + 2 * sizeof(float) * (size_t)blocks);
+    int64_t blocks = k / INT4_ROWS_BLOCK;
+    int8_t *qx = (int8_t *)malloc((size_t)(n * k) + 2 * sizeof(float) * (size_t)(n * blocks));
     if (qx == NULL) return -1;
-    float *dx = (float *)(qx + n * k), *sx = dx + blocks;
+    float *dx = (float *)(qx + n * k), *sx = dx + n * blocks;
     int4_rows_quantize(x, qx, dx, sx, n, k, portable);
-    int64_t chunks = rows / 16; /* 16 rows per task keeps each thread's writes apart */
-    int parallel = blocks * rows >= INT4_ROWS_MIN_PARALLEL;
+    int64_t chunks = (rows + INT4_ROWS_CHUNK - 1) / INT4_ROWS_CHUNK;
+    for (int64_t first = 0; first < n; first += INT4_ROWS_TILE) {
+        int64_t tile = n - first < INT4_ROWS_TILE ? n - first : INT4_ROWS_TILE;
+        int parallel = tile * blocks * rows >= INT4_ROWS_MIN_PARALLEL;
 #pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t c = 0; c < chunks; c++)
-        int4_rows_range(packed, scale, minimum, qx, dx, sx, out, 16 * c, 16 * c + 16, k, n, rows, portable);
-    int4_rows_range(packed, scale, minimum, qx, dx, sx, out, 16 * chunks, rows, k, n, rows, portable);
+        for (int64_t c = 0; c < chunks; c++) {
+            int64_t begin = c * INT4_ROWS_CHUNK, end = begin + INT4_ROWS_CHUNK < rows ? begin + INT4_ROWS_CHUNK : rows;
+            int4_rows_range(packed, scale, minimum, qx + first * k, dx + first * blocks, sx + first * blocks,
+                            out + first * rows, begin, end, k, tile, rows, portable);
+        }
+    }
     free(qx);
     return 0;
 }
