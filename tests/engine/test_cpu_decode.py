@@ -93,7 +93,7 @@ def test_models_it_cannot_run_are_left_to_the_per_op_path():
     assert not fits_model(model, caches, object())  # another attention backend
     assert not fits_model(model, [(k.half(), v.half()) for k, v in caches], attention_torch)
     layer = model.layers[1]
-    layer.mlp.down.bias = torch.nn.Parameter(torch.zeros(layer.mlp.down.packed.shape[0]), requires_grad=False)
+    layer.mlp.down.bias = torch.nn.Parameter(torch.zeros(model.config.hidden_size), requires_grad=False)
     assert not fits_model(model, caches, attention_torch)
     float_engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="float", kv_cache_bytes=1 << 20)
     assert not fits_model(float_engine.model, float_engine.runner.kv_caches, attention_torch)

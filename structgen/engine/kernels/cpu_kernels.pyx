@@ -69,7 +69,7 @@ def matmul_rows(uintptr_t q, uintptr_t scale, uintptr_t x, uintptr_t out, int64_
 def int4_matmul_rows(uintptr_t packed, uintptr_t scale, uintptr_t minimum, uintptr_t x, uintptr_t out,
                      int64_t rows, int64_t k, int64_t n, bint portable=False):
     """out [n, rows] = x [n, k] @ w [rows, k].T, w = q * scale + minimum per block of 32
-    (packed [rows, k / 2]: int4_rows.h's layout)."""
+    (packed, scale and minimum in int4_rows.h's layout: `int4_matmul.pack`)."""
     cdef int status
     with nogil:
         status = c_int4_rows(<const uint8_t *>packed, <const float *>scale, <const float *>minimum,

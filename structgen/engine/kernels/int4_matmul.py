@@ -2,7 +2,8 @@
 and minimum each (w = q * scale + minimum, q in 0..15: GGUF's Q4_0, Q4_1 and Q4_K as
 decoded), into float32, on CPU: the native layers of a 4-bit GGUF file.
 
-Owns the packing of the weights (`pack`, `unpack`) and the call into the compiled kernel
+Owns the layout of the weights (`pack`, `unpack`, `per_row`: rows interleaved by eights)
+and the call into the compiled kernel
 (int4_rows.h, through `cpu_kernels`), which quantizes each activation row to int8 per
 block of 32 and multiplies in integers, as llama.cpp does for these formats; the quality
 guard (benchmarks/quality.py) measures what that costs. The kernel runs on torch's
@@ -18,54 +19,77 @@ import torch
 from structgen.engine.kernels import int8_matmul
 
 BLOCK = 32  # weights per scale and minimum
-WIDTH_MULTIPLE = 2 * BLOCK  # the blocks of a row go in pairs
+GROUP_ROWS = 8  # weight rows interleaved together
+GROUP_BYTES = GROUP_ROWS * BLOCK // 2  # one block of a group
 
 
-def pack(q: torch.Tensor) -> torch.Tensor:
-    """uint8 [rows, cols] values 0..15 -> uint8 [rows, cols / 2], the kernel's layout: the
-    blocks in pairs, byte j of a pair holding weight j of its first block (low nibble)
-    and weight j of its second (high nibble)."""
+def fits_shape(rows: int, cols: int) -> bool:
+    """Whether a layer of this shape can be held in the kernel's layout."""
+    return rows % GROUP_ROWS == 0 and cols % BLOCK == 0 and rows > 0 and cols > 0
+
+
+def pack(q: torch.Tensor, scale: torch.Tensor, minimum: torch.Tensor):
+    """(packed, scales, minimums) in the kernel's layout, from q uint8 [rows, cols] values
+    0..15 and scale, minimum [rows, cols / 32]: packed uint8 [rows / 8, blocks, 128], where
+    in the m-th 32 bytes of a group's block, bytes 4j..4j+3 hold row j's weights 8m..8m+3
+    (low nibbles) and 8m+4..8m+7 (high nibbles); scales and minimums float32
+    [rows / 8, blocks, 8], a group's block's 8 rows side by side."""
     rows, cols = q.shape
-    pairs = q.to(torch.uint8).reshape(rows, cols // WIDTH_MULTIPLE, 2, BLOCK)
-    return (pairs[:, :, 0] | (pairs[:, :, 1] << 4)).reshape(rows, cols // 2).contiguous()
+    groups, blocks = rows // GROUP_ROWS, cols // BLOCK
+    values = q.to(torch.uint8).reshape(groups, GROUP_ROWS, blocks, 4, 2, 4)  # [g, j, b, m, half, t]
+    nibbles = values[..., 0, :] | (values[..., 1, :] << 4)  # [g, j, b, m, t]
+    packed = nibbles.permute(0, 2, 3, 1, 4).reshape(groups, blocks, GROUP_BYTES).contiguous()
+    return packed, interleaved(scale, groups), interleaved(minimum, groups)
+
+
+def interleaved(per_row: torch.Tensor, groups: int) -> torch.Tensor:
+    """[rows, blocks] -> [rows / 8, blocks, 8] float32."""
+    return per_row.float().reshape(groups, GROUP_ROWS, -1).permute(0, 2, 1).contiguous()
+
+
+def per_row(grouped: torch.Tensor) -> torch.Tensor:
+    """The inverse of `interleaved`: [rows / 8, blocks, 8] -> [rows, blocks]."""
+    groups, blocks, _ = grouped.shape
+    return grouped.permute(0, 2, 1).reshape(groups * GROUP_ROWS, blocks)
 
 
 def unpack(packed: torch.Tensor) -> torch.Tensor:
-    """The inverse of `pack`: uint8 [rows, cols] values 0..15."""
-    rows, half = packed.shape
-    pairs = packed.reshape(rows, half // BLOCK, 1, BLOCK)
-    return torch.cat([pairs & 0x0F, pairs >> 4], dim=2).reshape(rows, 2 * half)
+    """The weights of `pack`'s layout: uint8 [rows, cols] values 0..15."""
+    groups, blocks, _ = packed.shape
+    nibbles = packed.reshape(groups, blocks, 4, GROUP_ROWS, 4)  # [g, b, m, j, t]
+    values = torch.stack([nibbles & 0x0F, nibbles >> 4], dim=4)  # [g, b, m, j, half, t]
+    return values.permute(0, 3, 1, 2, 4, 5).reshape(groups * GROUP_ROWS, blocks * BLOCK)
 
 
 def check_blocks(packed: torch.Tensor, scale: torch.Tensor, minimum: torch.Tensor) -> None:
     """Refuse weights the kernel cannot read, saying what is wrong with them."""
-    if packed.dtype != torch.uint8 or packed.dim() != 2 or packed.device.type != "cpu" or not packed.is_contiguous():
-        raise ValueError(f"packed int4 weights must be a contiguous 2-d uint8 CPU tensor, got {packed.dtype} "
+    if (packed.dtype != torch.uint8 or packed.dim() != 3 or packed.shape[2] != GROUP_BYTES
+            or packed.device.type != "cpu" or not packed.is_contiguous()):
+        raise ValueError(f"packed int4 weights must be a contiguous uint8 CPU tensor of shape (rows / "
+                         f"{GROUP_ROWS}, blocks, {GROUP_BYTES}) (`int4_matmul.pack`), got {packed.dtype} "
                          f"{tuple(packed.shape)} on {packed.device}")
-    rows, half = packed.shape
-    expected = (rows, 2 * half // BLOCK)
+    expected = (*packed.shape[:2], GROUP_ROWS)
     for name, tensor in (("scales", scale), ("minimums", minimum)):
-        if (2 * half % WIDTH_MULTIPLE or tuple(tensor.shape) != expected or tensor.dtype != torch.float32
-                or tensor.device.type != "cpu" or not tensor.is_contiguous()):
+        if (tuple(tensor.shape) != expected or tensor.dtype != torch.float32 or tensor.device.type != "cpu"
+                or not tensor.is_contiguous()):
             raise ValueError(f"packed int4 weights of shape {tuple(packed.shape)} need contiguous float32 CPU "
-                             f"{name} of shape {expected} and a width that is a multiple of {WIDTH_MULTIPLE}; got "
-                             f"{tensor.dtype} {tuple(tensor.shape)}")
+                             f"{name} of shape {expected}; got {tensor.dtype} {tuple(tensor.shape)}")
 
 
 def matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, minimum: torch.Tensor,
            portable: bool = False) -> torch.Tensor:
-    """x [n, k] float32 @ w [rows, k].T -> [n, rows] float32 (packed [rows, k / 2]).
+    """x [n, k] float32 @ w [rows, k].T -> [n, rows] float32 (w as `pack` holds it).
 
     `portable`: the plain C path even where AVX2 is there (the tests compare the two)."""
     int8_matmul.require()
-    k = 2 * packed.shape[1]
+    rows, k = packed.shape[0] * GROUP_ROWS, packed.shape[1] * BLOCK
     if x.dim() != 2 or x.shape[1] != k or x.device.type != "cpu":
         raise ValueError(f"activations of shape {tuple(x.shape)} on {x.device} cannot multiply int4 block weights "
                          f"of width {k} on CPU")
     x = x.detach().to(torch.float32).contiguous()
-    out = torch.empty(x.shape[0], packed.shape[0], dtype=torch.float32)
+    out = torch.empty(x.shape[0], rows, dtype=torch.float32)
     if x.shape[0] == 0:
         return out
     int8_matmul.cpu_kernels.int4_matmul_rows(packed.data_ptr(), scale.data_ptr(), minimum.data_ptr(), x.data_ptr(),
-                                             out.data_ptr(), packed.shape[0], k, x.shape[0], portable)
+                                             out.data_ptr(), rows, k, x.shape[0], portable)
     return out

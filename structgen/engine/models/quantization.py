@@ -165,10 +165,11 @@ class Int4BlockLinear(nn.Module):
         """`q` [out, in] values 0..15, `scale` and `minimum` [out, in / 32]."""
         super().__init__()
         int8_matmul.require()
-        self.register_buffer("packed", int4_matmul.pack(q))
-        self.register_buffer("scale", scale.float().contiguous())
-        self.register_buffer("minimum", minimum.float().contiguous())
-        int4_matmul.check_blocks(self.packed, self.scale, self.minimum)
+        packed, scale, minimum = int4_matmul.pack(q, scale, minimum)
+        int4_matmul.check_blocks(packed, scale, minimum)
+        self.register_buffer("packed", packed)
+        self.register_buffer("scale", scale)
+        self.register_buffer("minimum", minimum)
         self.bias = frozen_copy(bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -177,9 +178,10 @@ class Int4BlockLinear(nn.Module):
         return y if self.bias is None else y + self.bias
 
     def dequantized(self) -> torch.Tensor:
-        rows, cols = self.packed.shape[0], 2 * self.packed.shape[1]
-        q = int4_matmul.unpack(self.packed).float().reshape(rows, -1, int4_matmul.BLOCK)
-        return (q * self.scale[..., None] + self.minimum[..., None]).reshape(rows, cols)
+        q = int4_matmul.unpack(self.packed).float()
+        rows, cols = q.shape
+        scale, minimum = int4_matmul.per_row(self.scale), int4_matmul.per_row(self.minimum)
+        return (q.reshape(rows, -1, int4_matmul.BLOCK) * scale[..., None] + minimum[..., None]).reshape(rows, cols)
 
 
 class Int8BlockHead(nn.Module):
@@ -306,7 +308,7 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
 
     `stored`: layers as a quantized checkpoint holds them, by layer name
     (`gguf_weights.stored_linears`). A 4-bit one becomes an `Int4BlockLinear`
-    as it is when the mode is native on CPU (and its width a multiple of 64), an
+    as it is when the mode is native on CPU (and its rows a multiple of 8), an
     `Int4Linear` when it is native otherwise or int4 at its group size; an 8-bit one an int8 layer when
     the mode is native, and an 8-bit head ("lm_head") an `Int8BlockHead` when the mode is
     native and the model is on CPU (with tied embeddings, the table is then looked up in
@@ -352,8 +354,7 @@ def _layer(name: str, weight: torch.Tensor, bias: torch.Tensor | None, mode: str
     """The layer that replaces `name`, built from its stored blocks where they serve the
     mode; None: keep the float layer (native, nothing stored that serves)."""
     four_bit = blocks is not None and not _int8_blocks(blocks)
-    if (four_bit and mode == NATIVE and weight.device.type == "cpu"
-            and weight.shape[1] % int4_matmul.WIDTH_MULTIPLE == 0):
+    if four_bit and mode == NATIVE and weight.device.type == "cpu" and int4_matmul.fits_shape(*weight.shape):
         return Int4BlockLinear(*(torch.from_numpy(getattr(blocks, f)) for f in ("q", "scale", "minimum")), bias)
     if four_bit and (mode == NATIVE or (mode == "int4" and group_size == blocks.q.shape[1] // blocks.scale.shape[1])):
         return Int4Linear.from_blocks(*(torch.from_numpy(getattr(blocks, f)).to(weight.device)
