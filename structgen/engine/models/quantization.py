@@ -19,14 +19,14 @@ or the device cannot run (`QuantizationError`, naming the layer or the capabilit
   float32; on a GPU the 4-bit layers are `Int4Linear`s.
 - None or "float": none; the weights stay in the engine's dtype.
 - "auto" (the default): "native" for the embedded default model on CPU, where it decodes
-  ~2.2x faster than float at batch 1 and the quality guard finds it lossless (perplexity
-  0.999x of float, benchmarks/results/quality.json); "float" for any other checkpoint or
+  several times faster than float and the quality guard finds it within 3% of float's
+  perplexity (benchmarks/results/quality.json); "float" for any other checkpoint or
   device (the engine resolves it, knowing the checkpoint).
-With bfloat16 activations a last-bit difference upstream can round a layer's input the
-other way: prefill attention is computed so that a prefix-cache hit gives a cold
-prefill's logits exactly; logits still differ in their last float32 bits with the other
-rows of their step where the LM head is float (torch's matmul; native's int8 head is
-row by row), and decode attention with the other decodes.
+With activations rounded to bfloat16 or int8, a last-bit difference upstream can round a
+layer's input the other way: prefill attention is computed so that a prefix-cache hit
+gives a cold prefill's logits exactly; logits still differ in their last float32 bits
+with the other rows of their step where the LM head is float (torch's matmul; native's
+int8 head is row by row).
 
 Every linear layer of the decoder is quantized. The LM head stays float32, or, under
 native, reads the file's int8 blocks but still multiplies in float32: the packed kernels
