@@ -117,7 +117,7 @@ static void int8_rows_range(const int8_t *q, const float *scale, const float *x,
 static void int8_rows(const int8_t *q, const float *scale, const float *x, float *out, int64_t begin,
                       int64_t end, int64_t k, int64_t n, int64_t ldo, int portable) {
     int64_t chunks = (end - begin + INT8_ROWS_CHUNK - 1) / INT8_ROWS_CHUNK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int64_t c = 0; c < chunks; c++) {
         int64_t first = begin + c * INT8_ROWS_CHUNK, last = first + INT8_ROWS_CHUNK < end ? first + INT8_ROWS_CHUNK : end;
         int8_rows_range(q, scale, x, out, first, last, k, n, ldo, portable);
