@@ -2,9 +2,9 @@
 are all 4-bit block layers (`quantization.Int4BlockLinear`, the embedded model run
 natively), for a step where every sequence brings one new token.
 
-On a 2-core CPU the embedded model's per-op decode step spent about a quarter of its
-time in the interpreter and in torch's dispatch between the kernels (a few
-microseconds of arithmetic per norm, ~20 us per call in situ). `decode_layers.h` runs
+On a 2-core CPU the embedded model's per-op decode step spent about 40% of its time in
+the interpreter and in torch's dispatch between the kernels (a few microseconds of
+arithmetic per norm, ~20 us per call in situ). `decode_layers.h` runs
 the same kernels in the same order on the same values, so the hidden states are the
 per-op path's bit for bit (tests/engine/test_cpu_decode.py checks it); the embedding
 lookup, the LM head and sampling stay in Python.
@@ -25,10 +25,7 @@ from structgen.engine.kernels import attention_torch
 from structgen.engine.models.llama import LlamaForCausalLM
 from structgen.engine.models.quantization import Int4BlockLinear
 
-try:
-    from structgen.engine.kernels import cpu_kernels
-except ImportError:  # extensions not built: `CpuDecode.of` says no and the per-op path runs
-    cpu_kernels = None
+from structgen.engine.kernels.compiled import cpu_kernels  # None where not built: torch's path runs
 
 PROJECTIONS = ("attn.qkv", "attn.o", "mlp.gate_up", "mlp.down")
 
@@ -39,9 +36,8 @@ class CpuDecode:
     def __init__(self, model: LlamaForCausalLM, kv_caches: list[tuple[torch.Tensor, torch.Tensor]]):
         self.model = model
         self.config = model.config
-        self.held = [tensor for layer in model.layers for tensor in layer_tensors(layer)]  # alive while addressed
-        self.weights = torch.tensor([[t.data_ptr() for t in layer_tensors(layer)] for layer in model.layers],
-                                    dtype=torch.int64)
+        self.held = [layer_tensors(layer) for layer in model.layers]  # kept alive while their addresses are used
+        self.weights = torch.tensor([[t.data_ptr() for t in row] for row in self.held], dtype=torch.int64)
         self.caches = torch.tensor([[k.data_ptr(), v.data_ptr()] for k, v in kv_caches], dtype=torch.int64)
         self.block_size = kv_caches[0][0].shape[1]
 

@@ -22,10 +22,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-try:
-    from structgen.engine.kernels import cpu_kernels
-except ImportError:  # extensions not built: decodes take the torch path
-    cpu_kernels = None
+from structgen.engine.kernels.compiled import cpu_kernels  # None where not built: torch's path runs
 
 # A backend is the whole set of a layer's kernels: the element-wise ops travel with it.
 from structgen.engine.kernels.elementwise_torch import (  # noqa: F401

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from structgen.engine.kernels import int8_matmul
+from structgen.engine.kernels.compiled import cpu_kernels, require
 
 BLOCK = 32  # weights per scale and minimum
 GROUP_ROWS = 8  # weight rows interleaved together
@@ -81,7 +81,7 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, minimum: 
     """x [n, k] float32 @ w [rows, k].T -> [n, rows] float32 (w as `pack` holds it).
 
     `portable`: the plain C path even where AVX2 is there (the tests compare the two)."""
-    int8_matmul.require()
+    require()
     rows, k = packed.shape[0] * GROUP_ROWS, packed.shape[1] * BLOCK
     if x.dim() != 2 or x.shape[1] != k or x.device.type != "cpu":
         raise ValueError(f"activations of shape {tuple(x.shape)} on {x.device} cannot multiply int4 block weights "
@@ -90,6 +90,6 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, minimum: 
     out = torch.empty(x.shape[0], rows, dtype=torch.float32)
     if x.shape[0] == 0:
         return out
-    int8_matmul.cpu_kernels.int4_matmul_rows(packed.data_ptr(), scale.data_ptr(), minimum.data_ptr(), x.data_ptr(),
-                                             out.data_ptr(), rows, k, x.shape[0], portable)
+    cpu_kernels.int4_matmul_rows(packed.data_ptr(), scale.data_ptr(), minimum.data_ptr(), x.data_ptr(),
+                                 out.data_ptr(), rows, k, x.shape[0], portable)
     return out

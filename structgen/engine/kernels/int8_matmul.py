@@ -3,8 +3,7 @@ each (GGUF's Q8_0: w = q * scale), into float32, on CPU: the LM head of a model 
 file stores it so.
 
 Owns the call into the compiled kernel (int8_rows.h, through `cpu_kernels`, built from
-cpu_kernels.pyx when the package is installed), with the GIL released, and the check
-that the kernels were built (`require`). A row's result is computed in one fixed order,
+cpu_kernels.pyx when the package is installed), with the GIL released. A row's result is computed in one fixed order,
 so it is the same bits whatever else the batch holds. Must not know about models or
 layers.
 
@@ -20,26 +19,9 @@ from __future__ import annotations
 
 import torch
 
-from structgen.errors import KernelsNotBuiltError
-
-try:
-    from structgen.engine.kernels import cpu_kernels
-except ImportError as error:  # a checkout whose extensions were not built
-    cpu_kernels = None
-    _MISSING: ImportError | None = error
-else:
-    _MISSING = None
+from structgen.engine.kernels.compiled import cpu_kernels, require
 
 BLOCK = 32  # weights per scale
-
-
-def require() -> None:
-    """Raise KernelsNotBuiltError where the compiled kernel cannot be imported."""
-    if _MISSING is not None:
-        raise KernelsNotBuiltError(
-            f"structgen's compiled CPU kernels (structgen/engine/kernels/cpu_kernels.pyx) do not load ({_MISSING}): "
-            "install the package from its checkout with `pip install -e .` (or run "
-            "`python setup.py build_ext --inplace` there)")
 
 
 def check_blocks(q: torch.Tensor, scale: torch.Tensor) -> None:

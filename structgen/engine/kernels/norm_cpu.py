@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import torch
 
-try:
-    from structgen.engine.kernels import cpu_kernels
-except ImportError:  # extensions not built: `fits` says no and torch's path runs
-    cpu_kernels = None
+from structgen.engine.kernels.compiled import cpu_kernels  # None where not built: torch's path runs
 
 
 def fits(x: torch.Tensor, weight: torch.Tensor) -> bool:

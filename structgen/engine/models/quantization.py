@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from structgen.engine.kernels import int4_matmul, int8_matmul
+from structgen.engine.kernels import compiled, int4_matmul, int8_matmul
 from structgen.errors import StructgenError
 
 MODES = ("int8", "int4", "fp8", "native")
@@ -164,7 +164,7 @@ class Int4BlockLinear(nn.Module):
     def __init__(self, q: torch.Tensor, scale: torch.Tensor, minimum: torch.Tensor, bias: torch.Tensor | None):
         """`q` [out, in] values 0..15, `scale` and `minimum` [out, in / 32]."""
         super().__init__()
-        int8_matmul.require()
+        compiled.require()
         packed, scale, minimum = int4_matmul.pack(q, scale, minimum)
         int4_matmul.check_blocks(packed, scale, minimum)
         self.register_buffer("packed", packed)
@@ -192,7 +192,7 @@ class Int8BlockHead(nn.Module):
 
     def __init__(self, q: torch.Tensor, scale: torch.Tensor):
         super().__init__()
-        int8_matmul.require()
+        compiled.require()
         int8_matmul.check_blocks(q, scale)
         self.register_buffer("q", q.contiguous())
         self.register_buffer("scale", scale.contiguous())
