@@ -24,7 +24,6 @@ OPTIMIZE = ["/O2"] if sys.platform == "win32" else ["-O3"]
 EXACT_FLOAT = ["/fp:precise"] if sys.platform == "win32" else ["-ffp-contract=off"]
 
 
-
 def openmp_flags() -> list[str]:
     """-fopenmp where this compiler can build and link with it, else none (the kernels then
     run on one thread). Built with it, the engine's kernels share torch's OpenMP pool: the

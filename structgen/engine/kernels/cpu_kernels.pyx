@@ -13,7 +13,7 @@
 - decode_layers.h: all of them chained, a decode step through every decoder layer of a
   model with 4-bit block projections (`decode_layers`).
 Owns only the calls into C, with the GIL released. Arrays are passed as addresses: the
-callers (int8_matmul.py, int4_matmul.py, norm_cpu.py, attention_torch.py, models/native_decode.py) check dtype, device, shape and contiguity first."""
+callers (int8_matmul.py, int4_matmul.py, norm_cpu.py, attention_torch.py, cpu_decode.py) check dtype, device, shape and contiguity first."""
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uintptr_t
 

@@ -78,8 +78,8 @@ static void int4_rows_portable(const uint8_t *packed, const float *scale, const 
                     int64_t wb = g * blocks + b, xb = i * blocks + b;
                     int32_t sum = int4_rows_block_portable(packed + wb * INT4_ROWS_GROUP_BYTES, j,
                                                            qx + xb * INT4_ROWS_BLOCK);
-                    total = fmaf((float)sum, scale[wb * 8 + j] * dx[xb], total);
-                    total = fmaf(minimum[wb * 8 + j], sx[xb], total);
+                    total = fmaf((float)sum, scale[wb * INT4_ROWS_GROUP_ROWS + j] * dx[xb], total);
+                    total = fmaf(minimum[wb * INT4_ROWS_GROUP_ROWS + j], sx[xb], total);
                 }
                 out[i * ldo + g * INT4_ROWS_GROUP_ROWS + j] = total;
             }
@@ -151,7 +151,8 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void int4_rows_
     for (int64_t b = 0; b < blocks; b++) {
         int64_t wb = g * blocks + b;
         int4_rows_unpack(packed + wb * INT4_ROWS_GROUP_BYTES, w);
-        __m256 block_scale = _mm256_loadu_ps(scale + wb * 8), block_min = _mm256_loadu_ps(minimum + wb * 8);
+        const float *group_scale = scale + wb * INT4_ROWS_GROUP_ROWS, *group_min = minimum + wb * INT4_ROWS_GROUP_ROWS;
+        __m256 block_scale = _mm256_loadu_ps(group_scale), block_min = _mm256_loadu_ps(group_min);
         for (int r = 0; r < rows; r++) {
             int64_t xb = (i + r) * blocks + b;
             __m256 sums = _mm256_cvtepi32_ps(int4_rows_sums(w, qx + xb * INT4_ROWS_BLOCK));
@@ -169,11 +170,7 @@ __attribute__((target("avx2,fma"))) static void int4_rows_avx2(const uint8_t *pa
                                                                int64_t ldo) {
     int64_t blocks = k / INT4_ROWS_BLOCK;
     for (int64_t g = begin; g < end; g++) {
-        int64_t i = 0;
-        if (n == 1) { /* a constant row count lets the compiler keep the group in registers */
-            int4_rows_group_avx2(packed, scale, minimum, qx, dx, sx, out, g, 0, 1, blocks, ldo);
-            continue;
-        }
+        int64_t i = 0; /* constant row counts: the compiler keeps each call's totals in registers */
         for (; i + INT4_ROWS_X_ROWS <= n; i += INT4_ROWS_X_ROWS)
             int4_rows_group_avx2(packed, scale, minimum, qx, dx, sx, out, g, i, INT4_ROWS_X_ROWS, blocks, ldo);
         for (; i < n; i++) int4_rows_group_avx2(packed, scale, minimum, qx, dx, sx, out, g, i, 1, blocks, ldo);
