@@ -5,9 +5,9 @@ block tables, context lengths, query offsets), runs the model with the chosen at
 backend, and returns float32 logits for the last token of every chunk that samples.
 Steps where every sequence samples (decodes, jump-forward spans, short last prompt
 chunks) replay a captured CUDA graph when the runner has them (`cuda_graphs.py`); on
-CPU, decode-only steps of a natively quantized model run every layer in one C call
-(`cpu_decode.py`). Owns
-the device tensors of a step; never decides what runs or what is sampled.
+CPU, every step of a natively quantized model runs all its layers in one C call
+(`fused_step.py`). Owns the device tensors of a step; never decides what runs or what
+is sampled.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from types import ModuleType
 import numpy as np
 import torch
 
-from structgen.engine.cpu_decode import CpuDecode
+from structgen.engine.fused_step import FusedStep
 from structgen.engine.kernels.attention_torch import AttentionMetadata
 from structgen.engine.models.llama import LlamaForCausalLM
 from structgen.engine.scheduler import ScheduledChunk
@@ -59,7 +59,7 @@ class ModelRunner:
         self.backend = backend
         self.device = device
         self.decode_graphs = None  # a cuda_graphs.DecodeGraphs once captured
-        self.cpu_decode = CpuDecode.of(model, kv_caches, backend) if device.type == "cpu" else None
+        self.fused_step = FusedStep.of(model, kv_caches, backend) if device.type == "cpu" else None
 
     def capture_decode_graphs(self, max_batch_size: int, max_model_len: int, capture: bool = True) -> None:
         """Replay decode-only steps of up to `max_batch_size` sequences from CUDA graphs
@@ -101,9 +101,8 @@ class ModelRunner:
             seq_lens_cpu=batch.seq_lens,
         )
         input_ids, positions = self._dev(batch.input_ids), self._dev(batch.positions)
-        fused = self.cpu_decode
-        if fused is not None and fused.fits(batch.input_ids, batch.num_decodes, len(batch.seq_lens)):
-            hidden = fused.forward(input_ids, positions, meta)
+        if self.fused_step is not None:
+            hidden = self.fused_step.forward(input_ids, positions, meta)
         else:
             hidden = self.model(input_ids, positions, self.kv_caches, meta, self.backend)
         if batch.logits_indices.size == 0:

@@ -166,9 +166,16 @@ ORACLE_CASES = {
 }
 
 
+@pytest.mark.parametrize("in_c", [True, False], ids=["c-rows", "torch"])
 @pytest.mark.parametrize("case", ORACLE_CASES)
-def test_oracle_matches_naive(case):
+def test_oracle_matches_naive(case, in_c, monkeypatch):
+    """float32 on CPU runs in C where the kernels are built; the torch path (other dtypes
+    and devices) is held to the same reference with them left out."""
+    if not in_c:
+        monkeypatch.setattr(attention_torch, "cpu_kernels", None)
     batch = make_batch(**ORACLE_CASES[case])
+    assert attention_torch.rows_in_c(batch.query, batch.k_cache, batch.v_cache, batch.meta) == (
+        in_c and attention_torch.cpu_kernels is not None)
     assert max_error(run_attention(attention_torch, batch), naive_attention(batch)) < 1e-5
 
 
@@ -371,42 +378,72 @@ class TestTritonInterpreted:
 
 
 # ---------------------------------------------------------------------------------
-# The C decode kernel (CPU, float32) that the oracle runs its decodes through
+# The C kernel (CPU, float32) that the oracle runs float32 steps through
 
 
-@pytest.mark.parametrize("case", ["smollm2-mixed", "mha-mixed", "decodes-only", "block-size-8"])
-def test_c_decodes_match_the_torch_path_and_their_portable_twin(case):
-    """The oracle tests above already run decodes through C; here it is held to the torch
-    path it replaces, and its AVX2 and portable paths to each other, bit for bit. NaN in
-    every slot nobody owns: the kernel reads only each sequence's own positions."""
+def only_sequence(batch: Batch, b: int) -> tuple[torch.Tensor, AttentionMetadata]:
+    """Sequence b's new tokens and the metadata of a step with nothing else in it."""
+    meta, starts = batch.meta, batch.meta.query_start_loc.tolist()
+    query_len, seq_len = meta.query_lens_cpu[b], meta.seq_lens_cpu[b]
+    alone = AttentionMetadata(
+        query_start_loc=torch.tensor([0, query_len], dtype=torch.int32), seq_lens=meta.seq_lens[b : b + 1],
+        block_tables=meta.block_tables[b : b + 1].contiguous(),
+        slot_mapping=meta.slot_mapping[starts[b] : starts[b + 1]], num_decodes=int(b < meta.num_decodes),
+        max_query_len=query_len, max_seq_len=seq_len, query_lens_cpu=[query_len], seq_lens_cpu=[seq_len])
+    return batch.query[starts[b] : starts[b + 1]].contiguous(), alone
+
+
+@pytest.mark.parametrize("case", ["smollm2-mixed", "mha-mixed", "decodes-only", "prefills-only", "block-size-8"])
+def test_c_rows_match_naive_their_portable_twin_and_themselves_in_any_batch(case):
+    """Every new token -- decode or prompt -- held to the naive reference, the AVX2 path to
+    the portable one bit for bit, and each sequence's rows to the bits it gets in a step
+    of its own (what makes a prompt's logits independent of what it is batched with). NaN
+    in every slot nobody owns: the kernel reads only each row's own positions."""
     batch = make_batch(**ORACLE_CASES[case], garbage=float("nan"))
     attention_torch.write_kv_cache(batch.new_keys, batch.new_values, batch.k_cache, batch.v_cache,
                                    batch.meta.slot_mapping)
-    nd = batch.meta.num_decodes
-    query = batch.query[:nd].contiguous()
-    assert attention_torch.decodes_in_c(batch.query, batch.k_cache, batch.v_cache, batch.meta)
-    fast = attention_torch.decode_attention_c(query, batch.k_cache, batch.v_cache, batch.meta, batch.scale)
-    portable = attention_torch.decode_attention_c(query, batch.k_cache, batch.v_cache, batch.meta, batch.scale,
-                                                  portable=True)
+    query = batch.query.contiguous()
+    assert attention_torch.rows_in_c(query, batch.k_cache, batch.v_cache, batch.meta)
+    fast = attention_torch.attention_rows_c(query, batch.k_cache, batch.v_cache, batch.meta, batch.scale)
+    portable = attention_torch.attention_rows_c(query, batch.k_cache, batch.v_cache, batch.meta, batch.scale,
+                                                portable=True)
     assert torch.equal(fast, portable)
     assert torch.isfinite(fast).all()
-    expected = naive_attention(batch)[: nd]
-    assert max_error(fast, expected) < 1e-5
-    # each decode alone gives the bits it gives beside the others
-    for b in range(nd):
-        alone = AttentionMetadata(
-            query_start_loc=torch.tensor([0, 1], dtype=torch.int32), seq_lens=batch.meta.seq_lens[b : b + 1],
-            block_tables=batch.meta.block_tables[b : b + 1].contiguous(), slot_mapping=batch.meta.slot_mapping[:1],
-            num_decodes=1, max_query_len=1, max_seq_len=batch.meta.seq_lens_cpu[b], query_lens_cpu=[1],
-            seq_lens_cpu=batch.meta.seq_lens_cpu[b : b + 1])
-        single = attention_torch.decode_attention_c(query[b : b + 1], batch.k_cache, batch.v_cache, alone, batch.scale)
-        assert torch.equal(single, fast[b : b + 1])
+    assert max_error(fast, naive_attention(batch)) < 1e-5
+    starts = batch.meta.query_start_loc.tolist()
+    for b in range(batch.meta.num_seqs):
+        rows, alone = only_sequence(batch, b)
+        single = attention_torch.attention_rows_c(rows, batch.k_cache, batch.v_cache, alone, batch.scale)
+        assert torch.equal(single, fast[starts[b] : starts[b + 1]])
 
 
-def test_c_decodes_are_left_out_for_what_they_cannot_take():
+def test_c_rows_of_a_long_prompt_in_chunks_give_the_bits_of_one_chunk():
+    """A 300-token prompt attended in one step, or in chunks of 64 whose earlier tokens
+    are cached, gives every token the same bits (four positions at a time, eight-lane
+    sums and their tails all cross chunk edges here)."""
+    batch = make_batch(**SMOLLM2, block_size=16, decode_lens=[], prefills=[(0, 300)], seed=5)
+    attention_torch.write_kv_cache(batch.new_keys, batch.new_values, batch.k_cache, batch.v_cache,
+                                   batch.meta.slot_mapping)
+    whole = attention_torch.attention_rows_c(batch.query.contiguous(), batch.k_cache, batch.v_cache, batch.meta,
+                                             batch.scale)
+    assert max_error(whole, naive_attention(batch)) < 1e-5
+    table = batch.meta.block_tables[:1].contiguous()
+    for start in range(0, 300, 64):
+        end = min(start + 64, 300)
+        chunk = AttentionMetadata(
+            query_start_loc=torch.tensor([0, end - start], dtype=torch.int32),
+            seq_lens=torch.tensor([end], dtype=torch.int32), block_tables=table,
+            slot_mapping=batch.meta.slot_mapping[start:end], num_decodes=0, max_query_len=end - start,
+            max_seq_len=end, query_lens_cpu=[end - start], seq_lens_cpu=[end])
+        part = attention_torch.attention_rows_c(batch.query[start:end].contiguous(), batch.k_cache, batch.v_cache,
+                                                chunk, batch.scale)
+        assert torch.equal(part, whole[start:end])
+
+
+def test_c_rows_are_left_out_for_what_they_cannot_take():
     batch = make_batch(**ORACLE_CASES["decodes-only"])
-    assert not attention_torch.decodes_in_c(batch.query.double(), batch.k_cache, batch.v_cache, batch.meta)
+    assert not attention_torch.rows_in_c(batch.query.double(), batch.k_cache, batch.v_cache, batch.meta)
     odd = make_batch(heads=2, kv_heads=1, head_dim=12, block_size=16, decode_lens=[5], prefills=[])
-    assert not attention_torch.decodes_in_c(odd.query, odd.k_cache, odd.v_cache, odd.meta)
+    assert not attention_torch.rows_in_c(odd.query, odd.k_cache, odd.v_cache, odd.meta)
     expected = naive_attention(odd)  # the torch path still serves them
     assert max_error(run_attention(attention_torch, odd), expected) < 1e-5

@@ -8,9 +8,10 @@ Layout (shared with `attention_triton`):
   at position seq_lens[b] - query_len[b] + i and attends to context positions <= that.
 - slot_mapping[t] = block * block_size + offset is where new token t's K/V is written.
 
-On CPU, a float32 step's decodes run in C (decode_attention.h through `cpu_kernels`),
-each over exactly its own positions, read in place: the torch path below gathers and
-pads them, a dozen ops per layer that cost more than the arithmetic of a short context.
+On CPU, a float32 step runs in C (attention_rows.h through `cpu_kernels`): every new
+token, a decode or a prompt's, over exactly its own positions, read in place. The torch
+path below gathers and pads them, a dozen ops per layer that cost more than the
+arithmetic of a short context; it serves the other dtypes and devices.
 
 This module owns the math only; it never allocates cache blocks or reads requests.
 """
@@ -107,11 +108,11 @@ def paged_attention(
     The new tokens' K/V must already be in the cache (`write_kv_cache`). Grouped-query
     attention: heads must be a multiple of kv_heads.
     """
+    if rows_in_c(query, k_cache, v_cache, meta):
+        return attention_rows_c(query.contiguous(), k_cache, v_cache, meta, scale)
     out = torch.empty_like(query)
     nd = meta.num_decodes
-    if nd and decodes_in_c(query, k_cache, v_cache, meta):
-        out[:nd] = decode_attention_c(query[:nd].contiguous(), k_cache, v_cache, meta, scale)
-    elif nd:
+    if nd:
         out[:nd] = _decode_attention(query[:nd], k_cache, v_cache, meta, scale)
     lo = nd
     for b in range(nd, meta.num_seqs):
@@ -121,9 +122,9 @@ def paged_attention(
     return out
 
 
-def decodes_in_c(query, k_cache, v_cache, meta: AttentionMetadata) -> bool:
-    """Whether the C decode kernel takes this step: float32 on CPU, the caches and tables
-    as the engine allocates them, a head size of a multiple of 8."""
+def rows_in_c(query, k_cache, v_cache, meta: AttentionMetadata) -> bool:
+    """Whether the C kernel takes this step: float32 on CPU, the caches and tables as the
+    engine allocates them, a head size of a multiple of 8."""
     tables, lengths = meta.block_tables, meta.seq_lens
     return (cpu_kernels is not None and query.is_cpu and query.dtype is torch.float32
             and k_cache.dtype is torch.float32 and v_cache.dtype is torch.float32 and k_cache.is_cpu
@@ -132,16 +133,34 @@ def decodes_in_c(query, k_cache, v_cache, meta: AttentionMetadata) -> bool:
             and tables.is_contiguous() and lengths.is_contiguous())
 
 
-def decode_attention_c(query, k_cache, v_cache, meta: AttentionMetadata, scale: float,
-                       portable: bool = False) -> torch.Tensor:
-    """The step's decodes (query [nd, heads, dim], contiguous) in C; `portable`: the plain
-    C path even where AVX2 is there (the tests compare the two)."""
-    nd, heads, dim = query.shape
+def token_rows(meta: AttentionMetadata) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each new token's block table [T, max_blocks] and the number of positions it attends
+    to [T] (its position + 1), int32: the C kernel's rows. Built once per step."""
+    if "rows" not in meta.scratch:
+        if meta.max_query_len == 1:  # one token per sequence: the sequences' own
+            meta.scratch["rows"] = (meta.block_tables, meta.seq_lens)
+        else:
+            query_lens = torch.tensor(meta.query_lens_cpu)
+            seq_of_token = torch.repeat_interleave(torch.arange(len(query_lens)), query_lens)
+            first_length = torch.tensor(meta.seq_lens_cpu) - query_lens + 1  # of each sequence's first new token
+            index_in_seq = torch.arange(len(seq_of_token)) - (torch.cumsum(query_lens, 0) - query_lens)[seq_of_token]
+            lengths = (first_length[seq_of_token] + index_in_seq).to(torch.int32)
+            tables = meta.block_tables.index_select(0, seq_of_token.to(meta.block_tables.device))
+            meta.scratch["rows"] = (tables, lengths.to(meta.seq_lens.device))
+    return meta.scratch["rows"]
+
+
+def attention_rows_c(query, k_cache, v_cache, meta: AttentionMetadata, scale: float,
+                     portable: bool = False) -> torch.Tensor:
+    """The step's new tokens (query [T, heads, dim], contiguous) in C; `portable`: the
+    plain C path even where AVX2 is there (the tests compare the two)."""
+    tokens, heads, dim = query.shape
     block_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
+    tables, lengths = token_rows(meta)
     out = torch.empty_like(query)
-    cpu_kernels.decode_attention(query.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-                                 meta.block_tables.data_ptr(), meta.block_tables.shape[1], meta.seq_lens.data_ptr(),
-                                 out.data_ptr(), nd, heads, kv_heads, dim, block_size, scale, portable)
+    cpu_kernels.attention_rows(query.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), tables.data_ptr(),
+                               tables.shape[1], lengths.data_ptr(), out.data_ptr(), tokens, heads, kv_heads, dim,
+                               block_size, scale, portable)
     return out
 
 

@@ -5,15 +5,16 @@
 - int4_rows.h: float32 activations, quantized to int8 per block of 32, times 4-bit weights
   in blocks of 32 with a scale and a minimum each, into float32 (`int4_matmul_rows`);
 - rms_norm_rows.h: RMSNorm of float32 rows, with the residual add before it (`rms_norm`);
-- decode_attention.h: a step's decode tokens over their paged float32 KV cache
-  (`decode_attention`);
+- attention_rows.h: a step's new tokens, each over its sequence's paged float32 KV cache
+  (`attention_rows`);
 - rope_and_cache.h: RoPE of q and k heads (`rope`) and the store of keys and values at
   their cache slots (`cache_rows`);
 - silu_mul_rows.h: the SiLU-gated MLP activation (`silu_mul`);
-- decode_layers.h: all of them chained, a decode step through every decoder layer of a
-  model with 4-bit block projections (`decode_layers`).
+- fused_layers.h: all of them chained, a step through every decoder layer of a model
+  with 4-bit block projections (`fused_layers`).
 Owns only the calls into C, with the GIL released. Arrays are passed as addresses: the
-callers (int8_matmul.py, int4_matmul.py, norm_cpu.py, attention_torch.py, cpu_decode.py) check dtype, device, shape and contiguity first."""
+callers (int8_matmul.py, int4_matmul.py, norm_cpu.py, attention_torch.py, fused_step.py)
+check dtype, device, shape and contiguity first."""
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uintptr_t
 
@@ -29,8 +30,8 @@ cdef extern from "rms_norm_rows.h":
     void rms_norm_rows(const float *x, const float *delta, float *total, const float *weight, float *out,
                        int64_t n, int64_t k, double eps) nogil
 
-cdef extern from "decode_attention.h":
-    int c_decode_attention "decode_attention"(
+cdef extern from "attention_rows.h":
+    int c_attention_rows "attention_rows"(
         const float *query, const float *k_cache, const float *v_cache, const int32_t *block_tables,
         int64_t table_width, const int32_t *seq_lens, float *out, int64_t n, int64_t heads, int64_t kv_heads,
         int64_t dim, int64_t block_size, float scale, int portable) nogil
@@ -44,18 +45,18 @@ cdef extern from "rope_and_cache.h":
 cdef extern from "silu_mul_rows.h":
     void silu_mul_rows(const float *gate_up, float *out, int64_t n, int64_t width, int portable) nogil
 
-cdef extern from "decode_layers.h":
-    ctypedef struct decode_shape:
+cdef extern from "fused_layers.h":
+    ctypedef struct fused_shape:
         int64_t layers, hidden, heads, kv_heads, dim, intermediate, block_size, table_width
         double eps
         float scale
-    int DECODE_FIELDS
-    int c_decode_layers "decode_layers"(
-        const int64_t *weights, const int64_t *caches, const float *final_norm, const decode_shape *shape,
+    int FUSED_FIELDS
+    int c_fused_layers "fused_layers"(
+        const int64_t *weights, const int64_t *caches, const float *final_norm, const fused_shape *shape,
         const float *x, const float *cos, const float *signed_sin, const int64_t *slots, const int32_t *block_tables,
         const int32_t *seq_lens, float *out, int64_t n) nogil
 
-LAYER_FIELDS = DECODE_FIELDS  # addresses per layer in decode_layers' weight table
+LAYER_FIELDS = FUSED_FIELDS  # addresses per layer in fused_layers' weight table
 
 
 def matmul_rows(uintptr_t q, uintptr_t scale, uintptr_t x, uintptr_t out, int64_t rows, int64_t k, int64_t n,
@@ -86,17 +87,18 @@ def rms_norm(uintptr_t x, uintptr_t delta, uintptr_t total, uintptr_t weight, ui
                       n, k, eps)
 
 
-def decode_attention(uintptr_t query, uintptr_t k_cache, uintptr_t v_cache, uintptr_t block_tables,
-                     int64_t table_width, uintptr_t seq_lens, uintptr_t out, int64_t n, int64_t heads,
-                     int64_t kv_heads, int64_t dim, int64_t block_size, float scale, bint portable=False):
-    """out [n, heads, dim]: each of n decode queries over its sequence's paged cache."""
+def attention_rows(uintptr_t query, uintptr_t k_cache, uintptr_t v_cache, uintptr_t block_tables,
+                   int64_t table_width, uintptr_t seq_lens, uintptr_t out, int64_t n, int64_t heads,
+                   int64_t kv_heads, int64_t dim, int64_t block_size, float scale, bint portable=False):
+    """out [n, heads, dim]: each of n query rows over the first seq_lens[row] positions of
+    its own block table's paged cache (block_tables [n, table_width])."""
     cdef int status
     with nogil:
-        status = c_decode_attention(<const float *>query, <const float *>k_cache, <const float *>v_cache,
-                                    <const int32_t *>block_tables, table_width, <const int32_t *>seq_lens,
-                                    <float *>out, n, heads, kv_heads, dim, block_size, scale, portable)
+        status = c_attention_rows(<const float *>query, <const float *>k_cache, <const float *>v_cache,
+                                  <const int32_t *>block_tables, table_width, <const int32_t *>seq_lens,
+                                  <float *>out, n, heads, kv_heads, dim, block_size, scale, portable)
     if status != 0:
-        raise MemoryError("decode attention: no memory for the scores")
+        raise MemoryError("attention rows: no memory for the scores")
 
 
 def rope(uintptr_t x, int64_t token_stride, uintptr_t out, uintptr_t cos, uintptr_t signed_sin, int64_t tokens,
@@ -120,22 +122,22 @@ def silu_mul(uintptr_t gate_up, uintptr_t out, int64_t n, int64_t width, bint po
         silu_mul_rows(<const float *>gate_up, <float *>out, n, width, portable)
 
 
-def decode_layers(uintptr_t weights, uintptr_t caches, uintptr_t final_norm, int64_t layers, int64_t hidden,
-                  int64_t heads, int64_t kv_heads, int64_t dim, int64_t intermediate, int64_t block_size,
-                  int64_t table_width, double eps, float scale, uintptr_t x, uintptr_t cos, uintptr_t signed_sin,
-                  uintptr_t slots, uintptr_t block_tables, uintptr_t seq_lens, uintptr_t out, int64_t n):
-    """out [n, hidden]: n decode tokens (embeddings x) through every layer and the final
-    norm (decode_layers.h); weights [layers, LAYER_FIELDS] and caches [layers, 2] are int64
+def fused_layers(uintptr_t weights, uintptr_t caches, uintptr_t final_norm, int64_t layers, int64_t hidden,
+                 int64_t heads, int64_t kv_heads, int64_t dim, int64_t intermediate, int64_t block_size,
+                 int64_t table_width, double eps, float scale, uintptr_t x, uintptr_t cos, uintptr_t signed_sin,
+                 uintptr_t slots, uintptr_t block_tables, uintptr_t seq_lens, uintptr_t out, int64_t n):
+    """out [n, hidden]: n new tokens (embeddings x) through every layer and the final
+    norm (fused_layers.h); weights [layers, LAYER_FIELDS] and caches [layers, 2] are int64
     tables of addresses."""
-    cdef decode_shape shape
+    cdef fused_shape shape
     shape.layers, shape.hidden, shape.heads, shape.kv_heads = layers, hidden, heads, kv_heads
     shape.dim, shape.intermediate, shape.block_size, shape.table_width = dim, intermediate, block_size, table_width
     shape.eps, shape.scale = eps, scale
     cdef int status
     with nogil:
-        status = c_decode_layers(<const int64_t *>weights, <const int64_t *>caches, <const float *>final_norm, &shape,
-                                 <const float *>x, <const float *>cos, <const float *>signed_sin,
-                                 <const int64_t *>slots, <const int32_t *>block_tables, <const int32_t *>seq_lens,
-                                 <float *>out, n)
+        status = c_fused_layers(<const int64_t *>weights, <const int64_t *>caches, <const float *>final_norm, &shape,
+                                <const float *>x, <const float *>cos, <const float *>signed_sin,
+                                <const int64_t *>slots, <const int32_t *>block_tables, <const int32_t *>seq_lens,
+                                <float *>out, n)
     if status != 0:
-        raise MemoryError("decode layers: no memory for the step's buffers")
+        raise MemoryError("fused layers: no memory for the step's buffers")

@@ -2,7 +2,7 @@
 `cpu_kernels`): RMSNorm with the residual add before it (rms_norm_rows.h; a decode step
 runs two per layer, and torch's own rms_norm costs 20-35 us on a short row, where this
 costs a few), rotate-half RoPE (rope_and_cache.h; one call for torch's three), and the
-SiLU-gated activation (silu_mul_rows.h; the one `cpu_decode`'s one-call step chains, so
+SiLU-gated activation (silu_mul_rows.h; the one `fused_step`'s one-call step chains, so
 that both paths give the same bits).
 
 Owns the checks that let a call take this path (`fits`, `rope_fits`, `silu_fits`) and the calls;

@@ -1,24 +1,22 @@
-"""Decode steps on CPU in one C call: every decoder layer of a model whose projections
-are all 4-bit block layers (`quantization.Int4BlockLinear`, the embedded model run
-natively), for a step where every sequence brings one new token.
+"""Steps on CPU in one C call: every decoder layer of a model whose projections are all
+4-bit block layers (`quantization.Int4BlockLinear`, the embedded model run natively),
+for any step -- decodes, prompt chunks and jump-forward spans alike.
 
 On a 2-core CPU the embedded model's per-op decode step spent about 40% of its time in
 the interpreter and in torch's dispatch between the kernels (a few microseconds of
-arithmetic per norm, ~20 us per call in situ). `decode_layers.h` runs
-the same kernels in the same order on the same values, so the hidden states are the
-per-op path's bit for bit (tests/engine/test_cpu_decode.py checks it); the embedding
-lookup, the LM head and sampling stay in Python.
+arithmetic per norm, ~20 us per call in situ). `fused_layers.h` runs the same kernels in
+the same order on the same values, so the hidden states are the per-op path's bit for
+bit (tests/engine/test_fused_step.py checks it); the embedding lookup, the LM head and
+sampling stay in Python.
 
 Owns the table of weight addresses (built once: the model must not be changed after
-`CpuDecode.of`), the check that a step fits, and the call. Steps with a prefill, a
-jump-forward span or another backend take the per-op path; never schedules or samples.
+`FusedStep.of`) and the call; never schedules or samples.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
-import numpy as np
 import torch
 
 from structgen.engine.kernels import attention_torch
@@ -30,8 +28,8 @@ from structgen.engine.kernels.compiled import cpu_kernels  # None where not buil
 PROJECTIONS = ("attn.qkv", "attn.o", "mlp.gate_up", "mlp.down")
 
 
-class CpuDecode:
-    """One model's decode steps through `cpu_kernels.decode_layers`."""
+class FusedStep:
+    """One model's steps through `cpu_kernels.fused_layers`."""
 
     def __init__(self, model: LlamaForCausalLM, kv_caches: list[tuple[torch.Tensor, torch.Tensor]]):
         self.model = model
@@ -42,15 +40,11 @@ class CpuDecode:
         self.block_size = kv_caches[0][0].shape[1]
 
     @classmethod
-    def of(cls, model: LlamaForCausalLM, kv_caches, backend: ModuleType) -> "CpuDecode | None":
+    def of(cls, model: LlamaForCausalLM, kv_caches, backend: ModuleType) -> "FusedStep | None":
         """The fused path for this model, or None where it cannot run it."""
         if not fits_model(model, kv_caches, backend):
             return None
         return cls(model, kv_caches)
-
-    def fits(self, input_ids: np.ndarray, num_decodes: int, num_seqs: int) -> bool:
-        """Whether a step is decodes only: one new token for every sequence."""
-        return 0 < num_decodes == num_seqs == len(input_ids)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta) -> torch.Tensor:
         """Hidden states [n, hidden] after the final norm, as `LlamaForCausalLM.forward`
@@ -58,14 +52,14 @@ class CpuDecode:
         model, c = self.model, self.config
         x = model.embed(input_ids).contiguous()
         cos, signed_sin = attention_torch.rope_tables(model.rotary.cos, model.rotary.sin, positions, x.dtype)
-        tables, lengths, slots = meta.block_tables, meta.seq_lens, meta.slot_mapping
+        tables, lengths = attention_torch.token_rows(meta)
         n = x.shape[0]
         out = torch.empty(n, c.hidden_size, dtype=torch.float32)
-        cpu_kernels.decode_layers(
+        cpu_kernels.fused_layers(
             self.weights.data_ptr(), self.caches.data_ptr(), model.norm.data_ptr(), len(model.layers),
             c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, self.block_size,
             tables.shape[1], c.rms_norm_eps, c.head_dim**-0.5, x.data_ptr(), cos.contiguous().data_ptr(),
-            signed_sin.contiguous().data_ptr(), slots.data_ptr(), tables.data_ptr(), lengths.data_ptr(),
+            signed_sin.contiguous().data_ptr(), meta.slot_mapping.data_ptr(), tables.data_ptr(), lengths.data_ptr(),
             out.data_ptr(), n)
         return out
 
@@ -88,7 +82,7 @@ def fits_model(model: LlamaForCausalLM, kv_caches, backend: ModuleType) -> bool:
 
 
 def layer_tensors(layer) -> list[torch.Tensor]:
-    """One layer's tensors in the order of decode_layers.h's weight table."""
+    """One layer's tensors in the order of fused_layers.h's weight table."""
     row = [layer.input_norm]
     for name in PROJECTIONS:
         projection = layer.get_submodule(name)

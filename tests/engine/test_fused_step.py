@@ -1,7 +1,8 @@
-"""The one-call decode step on CPU (structgen.engine.cpu_decode): for a model whose
-projections are all 4-bit block layers, decode-only steps run every layer in C and give
-the per-op path's tokens and logprobs bit for bit, the cache included (a later step reads
-what the fused one wrote); any other step or model takes the per-op path."""
+"""The one-call step on CPU (structgen.engine.fused_step): for a model whose projections
+are all 4-bit block layers, every step -- prefills, decodes, both at once -- runs every
+layer in C and gives the per-op path's tokens and logprobs bit for bit, the cache
+included (a later step reads what the fused one wrote); a prompt's logits do not depend
+on what it is batched with or how it is chunked; other models take the per-op path."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from structgen.engine import Engine, SamplingParams
-from structgen.engine.cpu_decode import CpuDecode, fits_model
+from structgen.engine.fused_step import FusedStep, fits_model
 from structgen.engine.kernels import attention_torch
 from structgen.engine.models import gguf_weights
 from structgen.engine.models.quantization import Int4BlockLinear, quantize_model
@@ -32,23 +33,23 @@ def native_tiny_engine(seed: int = 0) -> Engine:
             stored[name] = gguf_weights.Int4Blocks(rng.integers(0, 16, (rows, cols), dtype=np.uint8), scale,
                                                    (-8 * scale + rng.normal(0, 0.01, scale.shape)).astype(np.float32))
     quantize_model(engine.model, "native", stored=stored)
-    engine.runner.cpu_decode = CpuDecode.of(engine.model, engine.runner.kv_caches, engine.runner.backend)
-    assert engine.runner.cpu_decode is not None
+    engine.runner.fused_step = FusedStep.of(engine.model, engine.runner.kv_caches, engine.runner.backend)
+    assert engine.runner.fused_step is not None
     return engine
 
 
 def with_and_without_fusion(engine: Engine, prompts, params=PARAMS):
     fused = engine.generate(prompts, params)
-    kept, engine.runner.cpu_decode = engine.runner.cpu_decode, None
+    kept, engine.runner.fused_step = engine.runner.fused_step, None
     try:
         engine.blocks.reset_prefix_cache()
         per_op = engine.generate(prompts, params)
     finally:
-        engine.runner.cpu_decode = kept
+        engine.runner.fused_step = kept
     return fused, per_op
 
 
-def test_decode_steps_give_the_per_op_paths_tokens_and_logprobs_bit_for_bit():
+def test_steps_give_the_per_op_paths_tokens_and_logprobs_bit_for_bit():
     engine = native_tiny_engine()
     prompts = [list(range(5, 5 + n)) for n in (3, 17, 40, 9)]  # contexts of different lengths and blocks
     fused, per_op = with_and_without_fusion(engine, prompts)
@@ -57,33 +58,68 @@ def test_decode_steps_give_the_per_op_paths_tokens_and_logprobs_bit_for_bit():
         assert a.logprobs == b.logprobs
 
 
-def test_a_fused_step_is_used_for_decodes_and_the_per_op_path_for_prefills(monkeypatch):
+def run_staggered(engine: Engine, prompts: list[list[int]], params=PARAMS) -> dict[str, list]:
+    """Each prompt added two steps after the one before, so that steps mix one prompt's
+    prefill with the others' decodes; each request's (token ids, logprobs)."""
+    finished, pending = {}, list(enumerate(prompts))
+    while pending or engine.has_unfinished_requests():
+        if pending:
+            index, prompt = pending.pop(0)
+            engine.add_request(prompt, params, request_id=f"r{index}")
+        for _ in range(2):
+            for out in engine.step():
+                if out.finished:
+                    finished[out.request_id] = (out.token_ids, out.logprobs)
+    return finished
+
+
+def test_a_step_mixing_prefills_and_decodes_is_one_fused_call(monkeypatch):
     engine = native_tiny_engine(seed=1)
     calls = []
-    original = CpuDecode.forward
+    original = FusedStep.forward
 
     def counted(self, input_ids, positions, meta):
-        calls.append(input_ids.shape[0])
+        calls.append((input_ids.shape[0], meta.num_decodes))
         return original(self, input_ids, positions, meta)
 
-    monkeypatch.setattr(CpuDecode, "forward", counted)
-    engine.generate([list(range(5, 25))], SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
-    assert calls == [1] * 5  # the prefill step is not fused; each of the five decodes is
-    fusion = engine.runner.cpu_decode
-    assert fusion.fits(np.zeros(3), 3, 3)
-    assert not fusion.fits(np.zeros(5), 2, 3)  # a step with a prefill
-    assert not fusion.fits(np.zeros(4), 3, 3)  # a jump-forward span
+    monkeypatch.setattr(FusedStep, "forward", counted)
+    prompts = [list(range(5, 25)), list(range(30, 41))]
+    fused = run_staggered(engine, prompts, SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
+    assert calls[:3] == [(20, 0), (1, 1), (1 + 11, 1)]  # a prefill, a decode, a decode beside a prefill
+    monkeypatch.setattr(FusedStep, "forward", original)
+    engine.runner.fused_step, kept = None, engine.runner.fused_step
+    engine.blocks.reset_prefix_cache()
+    per_op = run_staggered(engine, prompts, SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
+    engine.runner.fused_step = kept
+    assert fused == per_op
+
+
+def test_a_prompts_logprobs_do_not_depend_on_its_batch_or_its_chunks():
+    """The embedded model (its LM head is row by row too, int8_rows.h): the same prompts
+    alone, staggered beside each other, and prefilled in chunks of 8 tokens give the same
+    tokens and logprobs, bit for bit."""
+    engine = Engine(kv_cache_bytes=32 << 20)
+    prompts = [engine.tokenizer.encode(text) for text in (
+        "The capital of France is", "Write a haiku about the sea, please, in English.", "1, 2, 3, 4,")]
+    alone = {}
+    for index, prompt in enumerate(prompts):
+        engine.blocks.reset_prefix_cache()
+        alone[f"r{index}"] = run_staggered(engine, [prompt])["r0"]
+    engine.blocks.reset_prefix_cache()
+    assert run_staggered(engine, prompts) == alone
+    chunked = Engine(kv_cache_bytes=32 << 20, max_num_batched_tokens=8)
+    assert run_staggered(chunked, prompts) == alone
 
 
 def test_the_embedded_model_decodes_fused_by_default_and_the_float_one_does_not():
     native = Engine(kv_cache_bytes=32 << 20)
-    assert native.quantization == "native" and native.runner.cpu_decode is not None
+    assert native.quantization == "native" and native.runner.fused_step is not None
     prompt = native.tokenizer.encode("The capital of France is")
     fused, per_op = with_and_without_fusion(native, [prompt], SamplingParams(max_tokens=8, temperature=0.0,
                                                                              logprobs=3))
     assert fused[0].token_ids == per_op[0].token_ids and fused[0].logprobs == per_op[0].logprobs
     assert fused[0].text.strip().startswith("Paris"), fused[0].text
-    assert Engine(quantization="float", kv_cache_bytes=16 << 20).runner.cpu_decode is None
+    assert Engine(quantization="float", kv_cache_bytes=16 << 20).runner.fused_step is None
 
 
 def test_models_it_cannot_run_are_left_to_the_per_op_path():
@@ -105,7 +141,7 @@ def test_the_cache_a_fused_step_writes_is_the_per_op_paths(batch):
     """Both engines run the same prompts from zeroed caches; afterwards every layer's
     cache holds the same bits."""
     fused_engine, per_op_engine = native_tiny_engine(seed=3), native_tiny_engine(seed=3)
-    per_op_engine.runner.cpu_decode = None
+    per_op_engine.runner.fused_step = None
     for engine in (fused_engine, per_op_engine):
         for k, v in engine.runner.kv_caches:
             k.zero_(), v.zero_()

@@ -1,0 +1,252 @@
+/* Attention of query rows over a paged float32 KV cache on CPU: each row is one new
+ * token of some sequence -- a decode, or one token of a prompt chunk or a jump-forward
+ * span -- and attends to the first seq_lens[row] positions of its sequence's cache
+ * [blocks, block_size, kv_heads, dim], read in place through the row's block table. The
+ * new tokens' keys and values must be in the cache already; a prompt token's length is
+ * its position + 1, which makes the attention causal.
+ *
+ * Per (row, head): scores = scale * q.k over the positions, the largest subtracted, exp
+ * (vector_exp.h), their sum, and the exp-weighted sum of the values divided by it. Dot products and the
+ * weighted sum go in eight lanes in one fixed order, reduced pairwise (simd.h), on the
+ * AVX2 path and the portable one alike, so a row's result depends neither on the CPU's
+ * features nor on the other rows of the call, their number or the thread count: a prompt
+ * gives the same bits prefilled alone, in chunks or beside other sequences.
+ *
+ * On AVX2, four positions' scores are computed at once and a head size of 64 keeps its
+ * weighted sum in registers: each is still the same chain of operations per output.
+ * (row, KV head) pairs are split over OpenMP threads. */
+
+#ifndef STRUCTGEN_ATTENTION_ROWS_H
+#define STRUCTGEN_ATTENTION_ROWS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "simd.h"
+#include "vector_exp.h"
+
+/* Positions x heads below which one thread does the call (a parallel region costs a few
+ * microseconds; a decode at batch 1 is about that much work). */
+#define ATTENTION_ROWS_MIN_PARALLEL 4096
+
+static float attention_dot_portable(const float *a, const float *b, int64_t dim) {
+    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = 0; j < dim; j += 8)
+        for (int l = 0; l < 8; l++) lane[l] = fmaf(a[j + l], b[j + l], lane[l]);
+    return simd_lane_sum_portable(lane);
+}
+
+static void attention_axpy_portable(float weight, const float *v, float *acc, int64_t dim) {
+    for (int64_t j = 0; j < dim; j++) acc[j] = fmaf(weight, v[j], acc[j]);
+}
+
+#if SIMD_HAVE_AVX2
+
+__attribute__((target("avx2,fma"))) static float attention_dot_avx2(const float *a, const float *b, int64_t dim) {
+    __m256 t = _mm256_setzero_ps();
+    for (int64_t j = 0; j < dim; j += 8) t = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), t);
+    return simd_lane_sum(t);
+}
+
+/* scores[p] for four positions at once: four independent chains, each the one above. */
+__attribute__((target("avx2,fma"))) static void attention_dot4_avx2(const float *q, const float *const k[4],
+                                                                    int64_t dim, float scale, float *scores) {
+    __m256 t0 = _mm256_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
+    for (int64_t j = 0; j < dim; j += 8) {
+        __m256 x = _mm256_loadu_ps(q + j);
+        t0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[0] + j), t0);
+        t1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[1] + j), t1);
+        t2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[2] + j), t2);
+        t3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[3] + j), t3);
+    }
+    scores[0] = simd_lane_sum(t0) * scale;
+    scores[1] = simd_lane_sum(t1) * scale;
+    scores[2] = simd_lane_sum(t2) * scale;
+    scores[3] = simd_lane_sum(t3) * scale;
+}
+
+__attribute__((target("avx2,fma"))) static void attention_axpy_avx2(float weight, const float *v, float *acc,
+                                                                    int64_t dim) {
+    __m256 w = _mm256_set1_ps(weight);
+    for (int64_t j = 0; j < dim; j += 8)
+        _mm256_storeu_ps(acc + j, _mm256_fmadd_ps(w, _mm256_loadu_ps(v + j), _mm256_loadu_ps(acc + j)));
+}
+
+/* acc[0..64) += sum over p of weights[p] * values[p], in order of p, kept in registers. */
+__attribute__((target("avx2,fma"))) static void attention_weighted_sum64_avx2(const float *weights,
+                                                                              const float *const *values,
+                                                                              int64_t length, float *acc) {
+    __m256 a0 = _mm256_loadu_ps(acc), a1 = _mm256_loadu_ps(acc + 8), a2 = _mm256_loadu_ps(acc + 16);
+    __m256 a3 = _mm256_loadu_ps(acc + 24), a4 = _mm256_loadu_ps(acc + 32), a5 = _mm256_loadu_ps(acc + 40);
+    __m256 a6 = _mm256_loadu_ps(acc + 48), a7 = _mm256_loadu_ps(acc + 56);
+    for (int64_t p = 0; p < length; p++) {
+        __m256 w = _mm256_set1_ps(weights[p]);
+        const float *v = values[p];
+        a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v), a0);
+        a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8), a1);
+        a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 16), a2);
+        a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 24), a3);
+        a4 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 32), a4);
+        a5 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 40), a5);
+        a6 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 48), a6);
+        a7 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 56), a7);
+    }
+    _mm256_storeu_ps(acc, a0), _mm256_storeu_ps(acc + 8, a1), _mm256_storeu_ps(acc + 16, a2);
+    _mm256_storeu_ps(acc + 24, a3), _mm256_storeu_ps(acc + 32, a4), _mm256_storeu_ps(acc + 40, a5);
+    _mm256_storeu_ps(acc + 48, a6), _mm256_storeu_ps(acc + 56, a7);
+}
+
+#endif
+
+typedef struct {
+    const float *k_cache, *v_cache;
+    int64_t heads, kv_heads, dim, block_size;
+    float scale;
+    int avx2;
+} attention_rows_shape;
+
+/* Where a call's thread keeps one (row, KV head)'s scores, group * (longest + 1) floats
+ * (each head's scores, then their total), and the addresses of its key and value rows. */
+typedef struct {
+    float *scores;
+    const float **keys, **values;
+} attention_rows_scratch;
+
+static void attention_rows_scores(const attention_rows_shape *a, const float *q, const float *const *keys,
+                                  int64_t length, float *scores) {
+    int64_t p = 0;
+#if SIMD_HAVE_AVX2
+    if (a->avx2) {
+        for (; p + 4 <= length; p += 4) attention_dot4_avx2(q, keys + p, a->dim, a->scale, scores + p);
+        for (; p < length; p++) scores[p] = attention_dot_avx2(q, keys[p], a->dim) * a->scale;
+        return;
+    }
+#endif
+    for (; p < length; p++) scores[p] = attention_dot_portable(q, keys[p], a->dim) * a->scale;
+}
+
+#if SIMD_HAVE_AVX2
+/* attention_rows_softmax_weights' whole blocks of eight; returns how many it did. */
+__attribute__((target("avx2,fma"))) static int64_t attention_exp_blocks_avx2(float *scores, int64_t length,
+                                                                             float largest, float lane[8]) {
+    __m256 shift = _mm256_set1_ps(largest), total = _mm256_setzero_ps();
+    int64_t p = 0;
+    for (; p + 8 <= length; p += 8) {
+        __m256 e = vector_exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(scores + p), shift));
+        _mm256_storeu_ps(scores + p, e);
+        total = _mm256_add_ps(total, e);
+    }
+    _mm256_storeu_ps(lane, total);
+    return p;
+}
+#endif
+
+/* scores[0..length) -> e^(score - the largest) (vector_exp.h); returns their sum, taken
+ * in eight lanes (position p in lane p % 8) added as simd.h adds them. */
+static float attention_rows_softmax_weights(const attention_rows_shape *a, float *scores, int64_t length) {
+    float largest = -INFINITY, lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t p = 0; p < length; p++) largest = scores[p] > largest ? scores[p] : largest;
+    int64_t p = 0;
+#if SIMD_HAVE_AVX2
+    if (a->avx2) p = attention_exp_blocks_avx2(scores, length, largest, lane);
+#endif
+    for (; p < length; p++) {
+        scores[p] = vector_exp_portable(scores[p] - largest);
+        lane[p % 8] += scores[p];
+    }
+    return simd_lane_sum_portable(lane);
+}
+
+static void attention_rows_weighted_sum(const attention_rows_shape *a, const float *weights,
+                                        const float *const *values, int64_t length, float *acc) {
+#if SIMD_HAVE_AVX2
+    if (a->avx2 && a->dim == 64) {
+        attention_weighted_sum64_avx2(weights, values, length, acc);
+        return;
+    }
+    if (a->avx2) {
+        for (int64_t p = 0; p < length; p++) attention_axpy_avx2(weights[p], values[p], acc, a->dim);
+        return;
+    }
+#endif
+    for (int64_t p = 0; p < length; p++) attention_axpy_portable(weights[p], values[p], acc, a->dim);
+}
+
+/* One row's query heads of one KV head over `length` positions of its block table. */
+static void attention_rows_group(const attention_rows_shape *a, const float *query, const int32_t *table,
+                                 int64_t length, int64_t kv_head, const attention_rows_scratch *scratch,
+                                 float *out) {
+    int64_t dim = a->dim, group = a->heads / a->kv_heads, row = a->kv_heads * dim;
+    int64_t block_stride = a->block_size * row, head_offset = kv_head * dim, stride = length + 1;
+    const float *q = query + kv_head * group * dim;
+    float *acc = out + kv_head * group * dim;
+    for (int64_t j = 0; j < group * dim; j++) acc[j] = 0;
+    if (length == 0) return;
+    for (int64_t p = 0; p < length; p++) {
+        int64_t offset = table[p / a->block_size] * block_stride + (p % a->block_size) * row + head_offset;
+        scratch->keys[p] = a->k_cache + offset;
+        scratch->values[p] = a->v_cache + offset;
+    }
+    for (int64_t g = 0; g < group; g++) {
+        float *scores = scratch->scores + g * stride;
+        attention_rows_scores(a, q + g * dim, scratch->keys, length, scores);
+        float total = attention_rows_softmax_weights(a, scores, length);
+        attention_rows_weighted_sum(a, scores, scratch->values, length, acc + g * dim);
+        float inverse = 1.0f / total;
+        for (int64_t j = 0; j < dim; j++) acc[g * dim + j] *= inverse;
+    }
+}
+
+/* out [n, heads, dim]; query likewise; block_tables [n, table_width], one per row;
+ * seq_lens [n], the positions each row attends to; dim a multiple of 8. Returns 0, or
+ * -1 when scratch memory could not be had. */
+static int attention_rows(const float *query, const float *k_cache, const float *v_cache,
+                          const int32_t *block_tables, int64_t table_width, const int32_t *seq_lens, float *out,
+                          int64_t n, int64_t heads, int64_t kv_heads, int64_t dim, int64_t block_size, float scale,
+                          int portable) {
+    attention_rows_shape a = {k_cache, v_cache, heads, kv_heads, dim, block_size, scale, 0};
+#if SIMD_HAVE_AVX2
+    a.avx2 = !portable && simd_use_avx2();
+#endif
+    int64_t longest = 0, positions = 0;
+    for (int64_t r = 0; r < n; r++) {
+        longest = seq_lens[r] > longest ? seq_lens[r] : longest;
+        positions += seq_lens[r];
+    }
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    int64_t floats = (heads / kv_heads) * (longest + 1);
+    float *scores = malloc(sizeof(float) * (size_t)(threads * floats));
+    const float **rows = malloc(sizeof(float *) * (size_t)(threads * 2 * (longest + 1)));
+    if (!scores || !rows) {
+        free(scores), free(rows);
+        return -1;
+    }
+    int64_t items = n * kv_heads;
+    int parallel = positions * heads >= ATTENTION_ROWS_MIN_PARALLEL;
+    (void)parallel;
+#pragma omp parallel for schedule(dynamic) num_threads(threads) if (parallel)
+    for (int64_t item = 0; item < items; item++) {
+        int thread = 0;
+#ifdef _OPENMP
+        thread = omp_get_thread_num();
+#endif
+        attention_rows_scratch scratch = {scores + thread * floats, rows + thread * 2 * (longest + 1),
+                                          rows + thread * 2 * (longest + 1) + (longest + 1)};
+        int64_t r = item / kv_heads;
+        attention_rows_group(&a, query + r * heads * dim, block_tables + r * table_width, seq_lens[r],
+                             item % kv_heads, &scratch, out + r * heads * dim);
+    }
+    free(scores);
+    free(rows);
+    return 0;
+}
+
+#endif
