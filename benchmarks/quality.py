@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""The quality guard of weight quantization: each mode against the unquantized model.
+"""The quality guard of quantization: each mode against the unquantized model.
 
 For the unquantized model ("float") and each mode of `--modes` (default native,int8,int4;
 native: as the checkpoint stores its weights, for the embedded GGUF its own 4- and 8-bit
-layers), the embedded model (or `--model`) is loaded in it and reads `benchmarks/data/quality-text.md` (a fixed text of about 2,500
-tokens, shipped here and never edited) in one prefill. Reported per mode:
+layers), and for each mode of `--kv-modes` again with each KV cache dtype of
+`--kv-cache-dtypes` (default: native with a float16 cache), the embedded model (or
+`--model`) is loaded in it and reads `benchmarks/data/quality-text.md` (a fixed text of
+about 2,500 tokens, shipped here and never edited) in one prefill. Reported per mode:
 
 - perplexity on the text, and its ratio to the unquantized model's;
 - top-1 agreement: the share of the text's positions where the mode's most likely next
@@ -16,7 +18,7 @@ A mode whose perplexity is more than 3% above the unquantized model's is marked 
 it is never a default (see docs/engine.md). Writes benchmarks/results/quality.json.
 
     python benchmarks/quality.py                      (or: structgen bench quality)
-    python benchmarks/quality.py --modes native,int8,int4 --group-sizes 32,64
+    python benchmarks/quality.py --modes native,int8,int4 --group-sizes 32,64 --kv-cache-dtypes float16
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def text_logits(engine: Engine, token_ids: list[int]) -> torch.Tensor:
     """Float32 logits [T, vocab] of every position of `token_ids`, in one prefill of the
     engine's model on a cache of its own (the engine's cache and scheduler are untouched)."""
     tokens = len(token_ids)
-    caches = allocate_kv_cache(engine.config, -(-tokens // engine.block_size), engine.block_size, engine.dtype,
+    caches = allocate_kv_cache(engine.config, -(-tokens // engine.block_size), engine.block_size, engine.kv_dtype,
                                engine.device)
     meta = attention_torch.AttentionMetadata.one_prefill(tokens, engine.block_size, engine.device)
     device = engine.device
@@ -91,8 +93,8 @@ def shared_prefix_share(reference: list[list[int]], outputs: list[list[int]]) ->
     return same / sum(len(want) for want in reference)
 
 
-def measure(model, mode: str | None, group_size: int, text: str) -> dict:
-    options = {"quantization": mode}
+def measure(model, mode: str | None, group_size: int, kv_dtype: str | None, text: str) -> dict:
+    options = {"quantization": mode, "kv_cache_dtype": kv_dtype}
     if mode == "int4":
         options["quantization_group_size"] = group_size
     started = time.perf_counter()
@@ -110,17 +112,18 @@ def weight_bytes(model: torch.nn.Module) -> int:
     return sum(t.nbytes for key, t in tensors.items() if key not in skip)
 
 
-def label(mode: str | None, group_size: int) -> str:
-    return f"int4 (group {group_size})" if mode == "int4" else mode
+def label(mode: str | None, group_size: int, kv_dtype: str | None) -> str:
+    name = f"int4 (group {group_size})" if mode == "int4" else mode
+    return f"{name}, {kv_dtype} KV" if kv_dtype else name
 
 
 def run(args) -> dict:
     text = TEXT.read_text()
     rows, reference = [], None
-    for mode, group_size in variants(args):
-        name = label(mode, group_size)
+    for mode, group_size, kv_dtype in variants(args):
+        name = label(mode, group_size, kv_dtype)
         print(f"{name}: loading, reading the text, {len(PROMPTS)} greedy prompts", flush=True)
-        got = measure(args.model, mode, group_size, text)
+        got = measure(args.model, mode, group_size, kv_dtype, text)
         if reference is None:
             reference = got
         token_ids = got["token_ids"]
@@ -137,14 +140,17 @@ def run(args) -> dict:
             "time": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
-def variants(args) -> list[tuple[str, int]]:
-    """(mode, group size) pairs, the unquantized model first."""
+def variants(args) -> list[tuple[str, int, str | None]]:
+    """(mode, group size, KV cache dtype or None for the model's), the unquantized model first."""
     modes = [m for m in args.modes.split(",") if m != "float"]
-    pairs: list[tuple[str, int]] = [("float", 0)]
+    rows: list[tuple[str, int, str | None]] = [("float", 0, None)]
     for mode in modes:
         sizes = [int(g) for g in args.group_sizes.split(",")] if mode == "int4" else [0]
-        pairs += [(mode, size) for size in sizes]
-    return pairs
+        rows += [(mode, size, None) for size in sizes]
+    kv_dtypes = [d for d in args.kv_cache_dtypes.split(",") if d]
+    for mode in [m for m in args.kv_modes.split(",") if m]:
+        rows += [(mode, 0, kv_dtype) for kv_dtype in kv_dtypes]
+    return rows
 
 
 def print_row(row: dict) -> None:
@@ -159,6 +165,8 @@ def parse_args(argv=None):
     parser.add_argument("--model", default=None, help="a folder or .gguf file (default: the embedded model)")
     parser.add_argument("--modes", default="native,int8,int4")
     parser.add_argument("--group-sizes", default="32,64", help="int4 group sizes to measure")
+    parser.add_argument("--kv-cache-dtypes", default="float16", help="KV cache dtypes to measure (comma list)")
+    parser.add_argument("--kv-modes", default="native", help="the modes measured with each of them")
     parser.add_argument("--out", default=str(RESULTS))
     return parser.parse_args(argv)
 

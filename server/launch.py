@@ -29,6 +29,7 @@ class ServeOptions:
     kv_cache_bytes: int | None = None
     quantization: str | None = AUTO  # native for the embedded model on CPU, float otherwise
     quantization_group_size: int = DEFAULT_GROUP_SIZE
+    kv_cache_dtype: str | None = AUTO  # float16 under native quantization on CPU, the model's dtype otherwise
     max_num_seqs: int | None = None
     max_waiting: int = 512  # requests queued beyond the running batch before 429s
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -87,7 +88,8 @@ def start(options: ServeOptions) -> Served:
     engine = Engine(EngineConfig(model=options.model, kv_cache_bytes=options.kv_cache_bytes,
                                  max_num_seqs=options.max_num_seqs, jump_forward=options.jump_forward,
                                  quantization=options.quantization,
-                                 quantization_group_size=options.quantization_group_size))
+                                 quantization_group_size=options.quantization_group_size,
+                                 kv_cache_dtype=options.kv_cache_dtype))
     runner = AsyncEngine(engine, max_waiting=options.max_waiting)
     app = create_app(runner, model_name=options.served_model_name, api_key=options.api_key,
                      max_body_bytes=options.max_body_bytes,

@@ -62,6 +62,7 @@ class Engine:
                             max_positions=config.max_model_len, seed=config.seed)
         self.model, self.config, self.model_name = loaded.model, loaded.config, loaded.name
         self._quantize(loaded, config, on_gpu)
+        self.kv_dtype = _kv_dtype(config.kv_cache_dtype, self.dtype, self.quantization, on_gpu)
         self.max_model_len = min(config.max_model_len or self.config.max_position_embeddings,
                                  self.config.max_position_embeddings)
         self.tokenizer, self.vocab = _tokenizer_and_vocab(config.tokenizer, loaded)
@@ -75,7 +76,8 @@ class Engine:
         self.scheduler = Scheduler(self.blocks, max_num_seqs=config.num_seqs(on_gpu),
                                    max_num_batched_tokens=config.batched_tokens(on_gpu))
         with phase(f"allocating the KV cache ({num_blocks} blocks of {self.block_size} tokens)"):
-            caches = kv_cache.allocate_kv_cache(self.config, num_blocks + 1, self.block_size, self.dtype, self.device)
+            caches = kv_cache.allocate_kv_cache(self.config, num_blocks + 1, self.block_size, self.kv_dtype,
+                                                self.device)
         backend = _backend(config.attention_backend, on_gpu)
         self.runner = ModelRunner(self.model, caches, self.block_size, backend, self.device)
         if on_gpu and config.cuda_graphs and getattr(backend, "GRAPH_CAPTURABLE", False):
@@ -507,7 +509,7 @@ class Engine:
             else:
                 kv_cache_bytes = DEFAULT_CPU_KV_BYTES
         # One block of the budget is the null block (see block_manager).
-        num_blocks = kv_cache.blocks_for_budget(self.config, self.block_size, self.dtype, kv_cache_bytes) - 1
+        num_blocks = kv_cache.blocks_for_budget(self.config, self.block_size, self.kv_dtype, kv_cache_bytes) - 1
         if num_blocks < 1:
             raise InvalidParameterError("kv_cache_bytes", f"{kv_cache_bytes} bytes hold no KV block")
         return num_blocks
@@ -525,16 +527,22 @@ def _nothing_to_sample(request: Request) -> str:
             f"({request.matcher.grammar!r}); please report the request that led here")
 
 
-def _dtype(dtype: torch.dtype | str | None, on_gpu: bool) -> torch.dtype:
+def _dtype(dtype: torch.dtype | str | None, on_gpu: bool, option: str = "dtype") -> torch.dtype:
     if dtype is None:
         return torch.bfloat16 if on_gpu else torch.float32
-    if isinstance(dtype, str):
-        names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-                 "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
-        if dtype not in names:
-            raise InvalidParameterError("dtype", f"unknown dtype {dtype!r}; use one of {', '.join(names)}")
-        return names[dtype]
-    return dtype
+    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    chosen = names.get(dtype) if isinstance(dtype, str) else dtype
+    if chosen not in names.values():
+        raise InvalidParameterError(option, f"unknown dtype {dtype!r}; use one of {', '.join(names)}")
+    return chosen
+
+
+def _kv_dtype(option: Any, dtype: torch.dtype, quantization: str, on_gpu: bool) -> torch.dtype:
+    """The KV cache's dtype for `EngineConfig.kv_cache_dtype`."""
+    if option == AUTO:
+        return torch.float16 if quantization == NATIVE and not on_gpu else dtype
+    return dtype if option is None else _dtype(option, on_gpu, "kv_cache_dtype")
 
 
 def _backend(name: str, on_gpu: bool):

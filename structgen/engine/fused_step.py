@@ -38,6 +38,7 @@ class FusedStep:
         self.weights = torch.tensor([[t.data_ptr() for t in row] for row in self.held], dtype=torch.int64)
         self.caches = torch.tensor([[k.data_ptr(), v.data_ptr()] for k, v in kv_caches], dtype=torch.int64)
         self.block_size = kv_caches[0][0].shape[1]
+        self.kv_half = kv_caches[0][0].dtype is torch.float16
 
     @classmethod
     def of(cls, model: LlamaForCausalLM, kv_caches, backend: ModuleType) -> "FusedStep | None":
@@ -60,19 +61,20 @@ class FusedStep:
             c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, self.block_size,
             tables.shape[1], c.rms_norm_eps, c.head_dim**-0.5, x.data_ptr(), cos.contiguous().data_ptr(),
             signed_sin.contiguous().data_ptr(), meta.slot_mapping.data_ptr(), tables.data_ptr(), lengths.data_ptr(),
-            out.data_ptr(), n)
+            out.data_ptr(), n, self.kv_half)
         return out
 
 
 def fits_model(model: LlamaForCausalLM, kv_caches, backend: ModuleType) -> bool:
     """Whether every layer is one the C step runs: float32 norms, 4-bit block projections
-    without bias, no q/k norms, a head size of a multiple of 8, float32 caches on CPU
-    behind the torch backend."""
+    without bias, no q/k norms, a head size of a multiple of 8, float32 or float16 caches
+    (all of one dtype) on CPU behind the torch backend."""
     if cpu_kernels is None or backend is not attention_torch or not kv_caches or not len(model.layers):
         return False
     c = model.config
-    caches_fit = all(cache.dtype is torch.float32 and cache.is_cpu and cache.is_contiguous()
-                     for pair in kv_caches for cache in pair)
+    cache_dtype = kv_caches[0][0].dtype
+    caches_fit = cache_dtype in attention_torch.C_CACHE_DTYPES and all(
+        cache.dtype is cache_dtype and cache.is_cpu and cache.is_contiguous() for pair in kv_caches for cache in pair)
     norms = [model.norm] + [norm for layer in model.layers for norm in (layer.input_norm, layer.post_attn_norm)]
     norms_fit = all(norm.dtype is torch.float32 and norm.is_cpu and norm.is_contiguous() for norm in norms)
     layers_fit = all(layer.attn.q_norm is None and all(

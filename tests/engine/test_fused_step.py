@@ -20,10 +20,11 @@ from tests.engine.tiny_models import TINY_SMOLLM_SHAPE
 PARAMS = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True, logprobs=5)
 
 
-def native_tiny_engine(seed: int = 0) -> Engine:
+def native_tiny_engine(seed: int = 0, **options) -> Engine:
     """A random model of the embedded model's architecture whose projections are random
-    4-bit blocks, with the fused path built for it."""
-    engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="float", kv_cache_bytes=4 << 20)
+    4-bit blocks, with the fused path built for it (`options`: more EngineConfig fields)."""
+    engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="float", kv_cache_bytes=4 << 20,
+                    **options)
     rng = np.random.default_rng(seed)
     stored = {}
     for name, module in engine.model.named_modules():
@@ -127,7 +128,8 @@ def test_models_it_cannot_run_are_left_to_the_per_op_path():
     model, caches = engine.model, engine.runner.kv_caches
     assert fits_model(model, caches, attention_torch)
     assert not fits_model(model, caches, object())  # another attention backend
-    assert not fits_model(model, [(k.half(), v.half()) for k, v in caches], attention_torch)
+    assert fits_model(model, [(k.half(), v.half()) for k, v in caches], attention_torch)
+    assert not fits_model(model, [(k.bfloat16(), v.bfloat16()) for k, v in caches], attention_torch)
     layer = model.layers[1]
     layer.mlp.down.bias = torch.nn.Parameter(torch.zeros(model.config.hidden_size), requires_grad=False)
     assert not fits_model(model, caches, attention_torch)

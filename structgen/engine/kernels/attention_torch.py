@@ -89,7 +89,7 @@ def write_kv_cache(
         width = k_cache.shape[2] * k_cache.shape[3]
         for rows, cache in ((key, k_cache), (value, v_cache)):
             cpu_kernels.cache_rows(rows.data_ptr(), rows.stride(0), cache.data_ptr(), slot_mapping.data_ptr(),
-                                   rows.shape[0], width)
+                                   rows.shape[0], width, cache.dtype is torch.float16)
         return
     kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     k_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, _as(key, k_cache.dtype))
@@ -122,12 +122,15 @@ def paged_attention(
     return out
 
 
+C_CACHE_DTYPES = (torch.float32, torch.float16)  # what the C kernels read and write
+
+
 def rows_in_c(query, k_cache, v_cache, meta: AttentionMetadata) -> bool:
-    """Whether the C kernel takes this step: float32 on CPU, the caches and tables as the
-    engine allocates them, a head size of a multiple of 8."""
+    """Whether the C kernel takes this step: a float32 query on CPU, float32 or float16
+    caches and tables as the engine allocates them, a head size of a multiple of 8."""
     tables, lengths = meta.block_tables, meta.seq_lens
     return (cpu_kernels is not None and query.is_cpu and query.dtype is torch.float32
-            and k_cache.dtype is torch.float32 and v_cache.dtype is torch.float32 and k_cache.is_cpu
+            and k_cache.dtype in C_CACHE_DTYPES and v_cache.dtype is k_cache.dtype and k_cache.is_cpu
             and k_cache.is_contiguous() and v_cache.is_contiguous() and query.shape[-1] % 8 == 0
             and tables.dtype is torch.int32 and lengths.dtype is torch.int32 and tables.is_cpu
             and tables.is_contiguous() and lengths.is_contiguous())
@@ -160,14 +163,14 @@ def attention_rows_c(query, k_cache, v_cache, meta: AttentionMetadata, scale: fl
     out = torch.empty_like(query)
     cpu_kernels.attention_rows(query.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), tables.data_ptr(),
                                tables.shape[1], lengths.data_ptr(), out.data_ptr(), tokens, heads, kv_heads, dim,
-                               block_size, scale, portable)
+                               block_size, scale, k_cache.dtype is torch.float16, portable)
     return out
 
 
 def cache_rows_in_c(rows: torch.Tensor, cache: torch.Tensor, slot_mapping: torch.Tensor) -> bool:
-    """Whether the C store takes these: float32 on CPU, each token's heads contiguous
-    (any token stride), the cache contiguous, int64 slots."""
-    return (cpu_kernels is not None and rows.dtype is torch.float32 and cache.dtype is torch.float32
+    """Whether the C store takes these: float32 rows on CPU, each token's heads contiguous
+    (any token stride), the cache float32 or float16 and contiguous, int64 slots."""
+    return (cpu_kernels is not None and rows.dtype is torch.float32 and cache.dtype in C_CACHE_DTYPES
             and rows.is_cpu and cache.is_cpu and cache.is_contiguous() and rows.dim() == 3
             and rows.shape[1:] == cache.shape[2:] and rows.stride(2) == 1 and rows.stride(1) == rows.shape[2]
             and slot_mapping.dtype is torch.int64 and slot_mapping.is_contiguous()

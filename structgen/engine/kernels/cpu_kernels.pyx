@@ -8,7 +8,8 @@
 - attention_rows.h: a step's new tokens, each over its sequence's paged float32 KV cache
   (`attention_rows`);
 - rope_and_cache.h: RoPE of q and k heads (`rope`) and the store of keys and values at
-  their cache slots (`cache_rows`);
+  their cache slots, float32 or float16 (`cache_rows`; half_floats.h converts, and
+  `half_to_float` reads float16 back);
 - silu_mul_rows.h: the SiLU-gated MLP activation (`silu_mul`);
 - fused_layers.h: all of them chained, a step through every decoder layer of a model
   with 4-bit block projections (`fused_layers`).
@@ -16,7 +17,7 @@ Owns only the calls into C, with the GIL released. Arrays are passed as addresse
 callers (int8_matmul.py, int4_matmul.py, norm_cpu.py, attention_torch.py, fused_step.py)
 check dtype, device, shape and contiguity first."""
 
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uintptr_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uintptr_t
 
 cdef extern from "int8_rows.h":
     void int8_rows(const int8_t *q, const float *scale, const float *x, float *out, int64_t begin,
@@ -32,22 +33,25 @@ cdef extern from "rms_norm_rows.h":
 
 cdef extern from "attention_rows.h":
     int c_attention_rows "attention_rows"(
-        const float *query, const float *k_cache, const float *v_cache, const int32_t *block_tables,
+        const float *query, const void *k_cache, const void *v_cache, const int32_t *block_tables,
         int64_t table_width, const int32_t *seq_lens, float *out, int64_t n, int64_t heads, int64_t kv_heads,
-        int64_t dim, int64_t block_size, float scale, int portable) nogil
+        int64_t dim, int64_t block_size, float scale, int kv_half, int portable) nogil
 
 cdef extern from "rope_and_cache.h":
     void rope_rows(const float *x, int64_t token_stride, float *out, const float *cos, const float *signed_sin,
                    int64_t tokens, int64_t heads, int64_t dim) nogil
-    void c_cache_rows "cache_rows"(const float *src, int64_t token_stride, float *cache, const int64_t *slots,
-                                   int64_t tokens, int64_t width) nogil
+    void c_cache_rows "cache_rows"(const float *src, int64_t token_stride, void *cache, const int64_t *slots,
+                                   int64_t tokens, int64_t width, int half, int portable) nogil
+
+cdef extern from "half_floats.h":
+    void half_row_to_float(const uint16_t *src, float *dst, int64_t n, int portable) nogil
 
 cdef extern from "silu_mul_rows.h":
     void silu_mul_rows(const float *gate_up, float *out, int64_t n, int64_t width, int portable) nogil
 
 cdef extern from "fused_layers.h":
     ctypedef struct fused_shape:
-        int64_t layers, hidden, heads, kv_heads, dim, intermediate, block_size, table_width
+        int64_t layers, hidden, heads, kv_heads, dim, intermediate, block_size, table_width, kv_half
         double eps
         float scale
     int FUSED_FIELDS
@@ -89,14 +93,15 @@ def rms_norm(uintptr_t x, uintptr_t delta, uintptr_t total, uintptr_t weight, ui
 
 def attention_rows(uintptr_t query, uintptr_t k_cache, uintptr_t v_cache, uintptr_t block_tables,
                    int64_t table_width, uintptr_t seq_lens, uintptr_t out, int64_t n, int64_t heads,
-                   int64_t kv_heads, int64_t dim, int64_t block_size, float scale, bint portable=False):
+                   int64_t kv_heads, int64_t dim, int64_t block_size, float scale, bint kv_half=False,
+                   bint portable=False):
     """out [n, heads, dim]: each of n query rows over the first seq_lens[row] positions of
-    its own block table's paged cache (block_tables [n, table_width])."""
+    its own block table's paged cache (block_tables [n, table_width]; float16 where kv_half)."""
     cdef int status
     with nogil:
-        status = c_attention_rows(<const float *>query, <const float *>k_cache, <const float *>v_cache,
+        status = c_attention_rows(<const float *>query, <const void *>k_cache, <const void *>v_cache,
                                   <const int32_t *>block_tables, table_width, <const int32_t *>seq_lens,
-                                  <float *>out, n, heads, kv_heads, dim, block_size, scale, portable)
+                                  <float *>out, n, heads, kv_heads, dim, block_size, scale, kv_half, portable)
     if status != 0:
         raise MemoryError("attention rows: no memory for the scores")
 
@@ -110,10 +115,11 @@ def rope(uintptr_t x, int64_t token_stride, uintptr_t out, uintptr_t cos, uintpt
 
 
 def cache_rows(uintptr_t src, int64_t token_stride, uintptr_t cache, uintptr_t slots, int64_t tokens,
-               int64_t width):
-    """Cache row slots[t] (width floats) = src row t; negative slots skipped."""
+               int64_t width, bint half=False, bint portable=False):
+    """Cache row slots[t] (width values, float16 where half) = src row t; negative slots skipped."""
     with nogil:
-        c_cache_rows(<const float *>src, token_stride, <float *>cache, <const int64_t *>slots, tokens, width)
+        c_cache_rows(<const float *>src, token_stride, <void *>cache, <const int64_t *>slots, tokens, width, half,
+                     portable)
 
 
 def silu_mul(uintptr_t gate_up, uintptr_t out, int64_t n, int64_t width, bint portable=False):
@@ -125,14 +131,15 @@ def silu_mul(uintptr_t gate_up, uintptr_t out, int64_t n, int64_t width, bint po
 def fused_layers(uintptr_t weights, uintptr_t caches, uintptr_t final_norm, int64_t layers, int64_t hidden,
                  int64_t heads, int64_t kv_heads, int64_t dim, int64_t intermediate, int64_t block_size,
                  int64_t table_width, double eps, float scale, uintptr_t x, uintptr_t cos, uintptr_t signed_sin,
-                 uintptr_t slots, uintptr_t block_tables, uintptr_t seq_lens, uintptr_t out, int64_t n):
+                 uintptr_t slots, uintptr_t block_tables, uintptr_t seq_lens, uintptr_t out, int64_t n,
+                 bint kv_half=False):
     """out [n, hidden]: n new tokens (embeddings x) through every layer and the final
     norm (fused_layers.h); weights [layers, LAYER_FIELDS] and caches [layers, 2] are int64
-    tables of addresses."""
+    tables of addresses; the caches hold float16 where kv_half."""
     cdef fused_shape shape
     shape.layers, shape.hidden, shape.heads, shape.kv_heads = layers, hidden, heads, kv_heads
     shape.dim, shape.intermediate, shape.block_size, shape.table_width = dim, intermediate, block_size, table_width
-    shape.eps, shape.scale = eps, scale
+    shape.eps, shape.scale, shape.kv_half = eps, scale, kv_half
     cdef int status
     with nogil:
         status = c_fused_layers(<const int64_t *>weights, <const int64_t *>caches, <const float *>final_norm, &shape,
@@ -141,3 +148,9 @@ def fused_layers(uintptr_t weights, uintptr_t caches, uintptr_t final_norm, int6
                                 <float *>out, n)
     if status != 0:
         raise MemoryError("fused layers: no memory for the step's buffers")
+
+
+def half_to_float(uintptr_t src, uintptr_t dst, int64_t n, bint portable=False):
+    """dst [n] float32 = src [n] float16 (exact; half_floats.h, as the float16 cache is read)."""
+    with nogil:
+        half_row_to_float(<const uint16_t *>src, <float *>dst, n, portable)

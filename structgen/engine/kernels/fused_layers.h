@@ -36,7 +36,7 @@ enum fused_layer_field {
 
 typedef struct {
     int64_t layers, hidden, heads, kv_heads, dim, intermediate;
-    int64_t block_size, table_width;
+    int64_t block_size, table_width, kv_half; /* kv_half: the caches hold float16 */
     double eps;
     float scale;
 } fused_shape;
@@ -44,7 +44,8 @@ typedef struct {
 #define FUSED_FIELD(layer, field) ((const void *)(uintptr_t)weights[(layer) * FUSED_FIELDS + (field)])
 
 /* out [n, hidden] = the final norm of the last layer's output, from embeddings x [n, hidden]
- * of n new tokens; caches: each layer's k and v cache addresses; cos, signed_sin [n, dim];
+ * of n new tokens; caches: each layer's k and v cache addresses (float16 where
+ * shape->kv_half, else float32); cos, signed_sin [n, dim];
  * slots [n]; block_tables [n, table_width] and seq_lens [n], per token (attention_rows.h).
  * Returns 0, or -1 without memory. */
 static int fused_layers(const int64_t *weights, const int64_t *caches, const float *final_norm,
@@ -62,8 +63,7 @@ static int fused_layers(const int64_t *weights, const int64_t *caches, const flo
     float *gate_up = attended + n * q_size, *activated = gate_up + n * 2 * inter;
     int status = 0;
     for (int64_t layer = 0; layer < shape->layers && status == 0; layer++) {
-        const float *k_cache = (const float *)(uintptr_t)caches[2 * layer];
-        const float *v_cache = (const float *)(uintptr_t)caches[2 * layer + 1];
+        void *k_cache = (void *)(uintptr_t)caches[2 * layer], *v_cache = (void *)(uintptr_t)caches[2 * layer + 1];
         if (layer == 0) {
             memcpy(residual, x, sizeof(float) * (size_t)(n * hidden));
             rms_norm_rows(residual, NULL, NULL, FUSED_FIELD(layer, FUSED_INPUT_NORM), h, n, hidden, shape->eps);
@@ -74,12 +74,12 @@ static int fused_layers(const int64_t *weights, const int64_t *caches, const flo
         status |= int4_rows(FUSED_FIELD(layer, FUSED_QKV), FUSED_FIELD(layer, FUSED_QKV_SCALE),
                             FUSED_FIELD(layer, FUSED_QKV_MIN), h, qkv, qkv_width, hidden, n, 0);
         rope_rows(qkv, qkv_width, rotated, cos, signed_sin, n, heads + kv_heads, dim);
-        cache_rows(rotated + q_size, q_size + kv_size, (float *)k_cache, slots, n, kv_size);
-        cache_rows(qkv + q_size + kv_size, qkv_width, (float *)v_cache, slots, n, kv_size);
+        cache_rows(rotated + q_size, q_size + kv_size, k_cache, slots, n, kv_size, shape->kv_half, 0);
+        cache_rows(qkv + q_size + kv_size, qkv_width, v_cache, slots, n, kv_size, shape->kv_half, 0);
         for (int64_t t = 0; t < n; t++)
             memcpy(query + t * q_size, rotated + t * (q_size + kv_size), sizeof(float) * (size_t)q_size);
         status |= attention_rows(query, k_cache, v_cache, block_tables, shape->table_width, seq_lens, attended, n,
-                                 heads, kv_heads, dim, shape->block_size, shape->scale, 0);
+                                 heads, kv_heads, dim, shape->block_size, shape->scale, shape->kv_half, 0);
         status |= int4_rows(FUSED_FIELD(layer, FUSED_O), FUSED_FIELD(layer, FUSED_O_SCALE),
                             FUSED_FIELD(layer, FUSED_O_MIN), attended, delta, hidden, q_size, n, 0);
         rms_norm_rows(residual, delta, residual, FUSED_FIELD(layer, FUSED_POST_NORM), h, n, hidden, shape->eps);

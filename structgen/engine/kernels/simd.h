@@ -1,4 +1,4 @@
-/* What the engine's C kernels share about the CPU: whether AVX2 with FMA may be used
+/* What the engine's C kernels share about the CPU: whether AVX2 with FMA and F16C may be used
  * (SIMD_HAVE_AVX2 at compile time, simd_use_avx2() at run time) and the one order in
  * which eight float lanes are summed (simd_lane_sum; the kernels' portable paths add
  * their lanes in the same order: (l + l+4), then (0+2) + (1+3)). */
@@ -14,7 +14,7 @@ static int simd_use_avx2(void) {
     static int checked = -1;
     if (checked < 0) {
         __builtin_cpu_init();
-        checked = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        checked = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     }
     return checked;
 }
