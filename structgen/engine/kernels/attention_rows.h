@@ -35,6 +35,9 @@
 /* Positions x heads below which one thread does the call (a parallel region costs a few
  * microseconds; a decode at batch 1 is about that much work). */
 #define ATTENTION_ROWS_MIN_PARALLEL 4096
+/* Positions whose key or value rows (8 KB of float32 at head size 64) every query head of
+ * their KV head uses before the next ones are read. */
+#define ATTENTION_ROWS_SPAN 32
 
 static float attention_dot_portable(const float *a, const float *b, int64_t dim) {
     float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -216,7 +219,9 @@ static void attention_rows_weighted_sum(const attention_rows_shape *a, const flo
     for (int64_t p = 0; p < length; p++) attention_axpy_portable(weights[p], values[p], acc, a->dim);
 }
 
-/* One row's query heads of one KV head over `length` positions of its block table. */
+/* One row's query heads of one KV head over `length` positions of its block table. The
+ * positions go in spans whose key (then value) rows stay in L1 while every query head
+ * uses them; each output is still the same chain of operations over the positions. */
 static void attention_rows_group(const attention_rows_shape *a, const float *query, const int32_t *table,
                                  int64_t length, int64_t kv_head, const attention_rows_scratch *scratch,
                                  float *out) {
@@ -226,12 +231,21 @@ static void attention_rows_group(const attention_rows_shape *a, const float *que
     for (int64_t j = 0; j < group * dim; j++) acc[j] = 0;
     if (length == 0) return;
     attention_rows_locate(a, table, length, kv_head, scratch);
+    for (int64_t first = 0; first < length; first += ATTENTION_ROWS_SPAN) {
+        int64_t span = length - first < ATTENTION_ROWS_SPAN ? length - first : ATTENTION_ROWS_SPAN;
+        for (int64_t g = 0; g < group; g++)
+            attention_rows_scores(a, q + g * dim, scratch->keys + first, span, scratch->scores + g * stride + first);
+    }
+    for (int64_t g = 0; g < group; g++)
+        scratch->scores[g * stride + length] = attention_rows_softmax_weights(a, scratch->scores + g * stride, length);
+    for (int64_t first = 0; first < length; first += ATTENTION_ROWS_SPAN) {
+        int64_t span = length - first < ATTENTION_ROWS_SPAN ? length - first : ATTENTION_ROWS_SPAN;
+        for (int64_t g = 0; g < group; g++)
+            attention_rows_weighted_sum(a, scratch->scores + g * stride + first, scratch->values + first, span,
+                                        acc + g * dim);
+    }
     for (int64_t g = 0; g < group; g++) {
-        float *scores = scratch->scores + g * stride;
-        attention_rows_scores(a, q + g * dim, scratch->keys, length, scores);
-        float total = attention_rows_softmax_weights(a, scores, length);
-        attention_rows_weighted_sum(a, scores, scratch->values, length, acc + g * dim);
-        float inverse = 1.0f / total;
+        float inverse = 1.0f / scratch->scores[g * stride + length];
         for (int64_t j = 0; j < dim; j++) acc[g * dim + j] *= inverse;
     }
 }
