@@ -21,10 +21,9 @@ class EngineConfig:
     tokenizer: Any = None  # None: the model's own
     load_format: str = "auto"  # "auto" or "dummy" (random weights of the model's shape)
     dtype: Any = None  # None: bfloat16 on GPU, float32 on CPU
-    # the KV cache's: "auto" (float16 under native quantization on CPU, which halves the
-    # cache and its reads at an unchanged perplexity; the dtype above otherwise), None
-    # (the dtype above), "float16", "bfloat16" or "float32"
-    kv_cache_dtype: Any = AUTO
+    # the KV cache's: None, the dtype above; "float16" (on CPU: half the memory per token at
+    # native's perplexity, no faster on 2 cores), "bfloat16" or "float32"
+    kv_cache_dtype: Any = None
     # weights: "int8", "int4", "fp8" (GPU), "native" (a GGUF file's 4- and 8-bit layers as
     # stored, on CPU), None / "float": the dtype above, or "auto": native for the embedded
     # model on CPU (lossless there and ~1.9x faster), float for any other model or device

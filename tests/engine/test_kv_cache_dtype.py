@@ -1,4 +1,4 @@
-"""A float16 KV cache (`kv_cache_dtype`, the default under native quantization on CPU):
+"""A float16 KV cache (`kv_cache_dtype="float16"`):
 its C store rounds as torch rounds, its reads are exact, attention over it matches the
 naive reference, and an engine with it keeps its guarantees -- fused and per-op steps
 agree bit for bit, a prefix-cache hit gives a cold prefill's logprobs, preemption and
@@ -78,8 +78,9 @@ def test_fused_and_per_op_steps_agree_over_a_float16_cache():
 
 @pytest.fixture(scope="module")
 def embedded():
-    engine = Engine(kv_cache_bytes=48 << 20)
-    assert engine.quantization == "native" and engine.kv_dtype is torch.float16  # the default
+    engine = Engine(kv_cache_bytes=48 << 20, kv_cache_dtype="float16")
+    assert engine.quantization == "native" and engine.kv_dtype is torch.float16
+    assert Engine(kv_cache_bytes=8 << 20).kv_dtype is torch.float32  # the default: the model's dtype
     return engine
 
 
@@ -98,9 +99,9 @@ def test_a_prefix_hit_over_a_float16_cache_gives_the_cold_logprobs(embedded):
 def test_preemption_over_a_float16_cache_changes_no_token():
     """A pool too small for six requests at once preempts some; their outputs are those of
     a pool that holds them all."""
-    big = Engine(kv_cache_bytes=48 << 20)
+    big = Engine(kv_cache_bytes=48 << 20, kv_cache_dtype="float16")
     block_bytes = big.runner.kv_caches[0][0][0].nbytes * 2 * len(big.runner.kv_caches)
-    small = Engine(kv_cache_bytes=13 * block_bytes, max_num_batched_tokens=64)
+    small = Engine(kv_cache_bytes=13 * block_bytes, max_num_batched_tokens=64, kv_cache_dtype="float16")
     assert small.blocks.num_blocks == 12
     prompts = [big.tokenizer.encode(f"Count from {n} upwards, one number per line:") for n in range(6)]
     params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
