@@ -39,7 +39,7 @@ from types import SimpleNamespace
 
 import httpx
 
-from benchmarks.serve import CHAT_PROMPTS, Job, Record, Server, load_schemas, pct, send
+from benchmarks.serve import CHAT_PROMPTS, DATA, Job, Record, Server, load_schemas, pct, send
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "scale_out.json"
@@ -310,6 +310,10 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     schemas = load_schemas(args.schemas, args.schema_max_chars, args.seed)
+    if not schemas:
+        print(f"scale_out: no maskbench-dev schemas under {DATA}; every part sends schemas from it",
+              file=sys.stderr)
+        return 2
     results = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                "machine": {"cpu_count": os.cpu_count(), "loadavg": os.getloadavg()}}
     for part in args.parts.split(","):

@@ -543,7 +543,12 @@ def overfill_check(row: dict, args) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    workload = Workload(args, load_schemas(args.schemas, args.schema_max_chars, args.seed))
+    schemas = load_schemas(args.schemas, args.schema_max_chars, args.seed)
+    if args.constrained_share > 0 and not schemas:
+        print(f"serve: no maskbench-dev schemas under {DATA} for --constrained-share {args.constrained_share}; "
+              "pass --constrained-share 0 to run without constrained requests", file=sys.stderr)
+        return 2
+    workload = Workload(args, schemas)
     with Server(args) as server:
         env = environment(args, server.url)
         print(f"machine: {env['machine']}, {env['cpu_count']} cores, load {env['loadavg']}; python {env['python']}, "

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -47,6 +49,8 @@ async def completions(body: CompletionRequest, http: Request):
 
 async def _complete(state: ServerState, http: Request, body, prompts: list[list[int]], chat: bool):
     spec = _output_spec(body, state.disable_additional_properties)
+    with _admission_errors():  # shed before compiling: a refused request waits for no compile
+        state.engine.check_capacity(len(prompts) * body.n)
     grammar, hit = await _compile(state, spec, http)
     headers = {GRAMMAR_CACHE_HEADER: "hit" if hit else "miss"} if spec.kind else {}
     engine = state.engine.engine
@@ -55,13 +59,9 @@ async def _complete(state: ServerState, http: Request, body, prompts: list[list[
     for prompt, params in runs:
         _check_fits(engine, prompt, params)
     created, rid = int(time.time()), f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-    try:  # admitted (all n choices) or refused here, before any response byte is sent
+    with _admission_errors():  # admitted (all n choices) or refused here, before any response byte is sent
         streams = state.engine.submit_many([(p, sp, f"{rid}-{i}") for i, (p, sp) in enumerate(runs)],
                                            grammar=grammar, jump_forward=body.jump_forward)
-    except EngineOverloadedError as err:
-        raise APIError(429, str(err), "rate_limit_error", headers={"Retry-After": "1"}) from err
-    except EngineDeadError as err:
-        raise APIError(503, str(err), "server_error", headers={"Retry-After": "30"}) from err
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = streaming.events(state, streams, runs, spec, rid, created, chat, include_usage)
@@ -69,6 +69,17 @@ async def _complete(state: ServerState, http: Request, body, prompts: list[list[
     finals = await asyncio.gather(*[_final(state, s) for s in streams])
     return JSONResponse(response_body(finals, runs, spec, rid, created, chat, body, state.served, engine.vocab),
                         headers=headers)
+
+
+@contextmanager
+def _admission_errors() -> Iterator[None]:
+    """A full engine as a 429, a stopped one as a 503, each with Retry-After."""
+    try:
+        yield
+    except EngineOverloadedError as err:
+        raise APIError(429, str(err), "rate_limit_error", headers={"Retry-After": "1"}) from err
+    except EngineDeadError as err:
+        raise APIError(503, str(err), "server_error", headers={"Retry-After": "30"}) from err
 
 
 async def _compile(state: ServerState, spec: OutputSpec, http: Request):

@@ -426,6 +426,44 @@ def test_full_queue_gets_429_with_retry_after():
             assert r.json()["choices"][0]["finish_reason"] == "length"
 
 
+def test_a_full_engine_refuses_before_compiling_the_grammar():
+    """A request that would be shed is refused before its schema compiles: under a burst,
+    shed requests are answered at once instead of queueing for the compile threads."""
+    import asyncio
+
+    import structgen
+    from structgen.default_model import load_default_tokenizer
+    from tests.engine.tiny_models import TINY_SMOLLM_SHAPE
+
+    engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", tokenizer=load_default_tokenizer(),
+                    kv_cache_bytes=16 << 20, max_num_seqs=1)
+    runner = AsyncEngine(engine, max_waiting=0)
+    server = LiveServer(create_app(runner, model_name="tiny"))
+    never_seen = {"type": "object", "properties": {"refused_before_compile_7193": {"type": "integer"}},
+                  "required": ["refused_before_compile_7193"]}
+
+    async def main():
+        busy = {"messages": [{"role": "user", "content": "Go."}], "max_tokens": 300, "ignore_eos": True}
+        shaped = {"messages": [{"role": "user", "content": "Go."}], "max_tokens": 5,
+                  "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": never_seen}}}
+        async with httpx.AsyncClient(timeout=120) as c:
+            running = asyncio.create_task(c.post(server.url + "/v1/chat/completions", json=busy))
+            while runner.num_in_flight == 0:
+                await asyncio.sleep(0.01)
+            misses = structgen.cache_info()["misses"]
+            refused = await c.post(server.url + "/v1/chat/completions", json=shaped)
+            return refused, structgen.cache_info()["misses"] - misses, await running
+
+    try:
+        refused, compiled, running = asyncio.run(main())
+    finally:
+        server.stop()
+        runner.shutdown()
+    assert refused.status_code == 429 and refused.headers["retry-after"]
+    assert compiled == 0  # the schema was never compiled
+    assert running.status_code == 200
+
+
 # -- what OpenAI and vLLM users expect: strict, undeclared properties, tool calls ----------
 
 CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
