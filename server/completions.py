@@ -49,8 +49,16 @@ async def completions(body: CompletionRequest, http: Request):
 
 async def _complete(state: ServerState, http: Request, body, prompts: list[list[int]], chat: bool):
     spec = _output_spec(body, state.disable_additional_properties)
-    with _admission_errors():  # shed before compiling: a refused request waits for no compile
-        state.engine.check_capacity(len(prompts) * body.n)
+    with _admission_errors():  # room held before compiling: a refused request waits for no compile
+        reservation = state.engine.reserve(len(prompts) * body.n)
+    try:
+        return await _admitted(state, http, body, prompts, chat, spec, reservation)
+    finally:
+        reservation.release()  # unless the requests took the room
+
+
+async def _admitted(state: ServerState, http: Request, body, prompts: list[list[int]], chat: bool,
+                    spec: OutputSpec, reservation):
     grammar, hit = await _compile(state, spec, http)
     headers = {GRAMMAR_CACHE_HEADER: "hit" if hit else "miss"} if spec.kind else {}
     engine = state.engine.engine
@@ -59,9 +67,10 @@ async def _complete(state: ServerState, http: Request, body, prompts: list[list[
     for prompt, params in runs:
         _check_fits(engine, prompt, params)
     created, rid = int(time.time()), f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-    with _admission_errors():  # admitted (all n choices) or refused here, before any response byte is sent
+    with _admission_errors():  # the engine may have stopped while the grammar compiled
         streams = state.engine.submit_many([(p, sp, f"{rid}-{i}") for i, (p, sp) in enumerate(runs)],
-                                           grammar=grammar, jump_forward=body.jump_forward)
+                                           grammar=grammar, jump_forward=body.jump_forward,
+                                           reservation=reservation)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = streaming.events(state, streams, runs, spec, rid, created, chat, include_usage)

@@ -6,7 +6,9 @@ the loop thread. A caller that stops listening (a client disconnecting) aborts i
 request, which frees its KV blocks at the next step. The number of requests waiting to
 be scheduled is bounded: past `max_waiting`, `submit` raises `EngineOverloadedError` at
 once instead of queueing without limit -- checked and counted in one step under a lock,
-so that a burst of callers cannot all pass the check before any of them is counted.
+so that a burst of callers cannot all pass the check before any of them is counted. A
+caller with work to do before it can submit (a grammar to compile) `reserve`s its room
+first: it is counted from then on, and refused before doing that work.
 
 Owns the thread and the hand-off; scheduling, sampling and grammars stay in `Engine`.
 """
@@ -70,6 +72,14 @@ class AsyncEngine:
         if self._in_flight + count > self.max_waiting + self.engine.scheduler.max_num_seqs:
             raise EngineOverloadedError(f"{self._in_flight} requests are in flight; retry later")
 
+    def reserve(self, count: int) -> "Reservation":
+        """Hold room for `count` requests now (EngineOverloadedError if there is none), to
+        be filled by `submit_many(..., reservation=...)` or given back by its `release()`."""
+        with self._lock:
+            self.check_capacity(count)
+            self._in_flight += count
+        return Reservation(self, count)
+
     def submit(self, prompt_token_ids: list[int], params: SamplingParams, *, grammar: Any = None,
                request_id: str | None = None, jump_forward: bool | None = None) -> "RequestStream":
         """Submit one request now; its outputs come from the returned stream."""
@@ -77,15 +87,22 @@ class AsyncEngine:
                                 jump_forward=jump_forward)[0]
 
     def submit_many(self, requests: list[tuple[list[int], SamplingParams, str | None]], *,
-                    grammar: Any = None, jump_forward: bool | None = None) -> list["RequestStream"]:
+                    grammar: Any = None, jump_forward: bool | None = None,
+                    reservation: "Reservation | None" = None) -> list["RequestStream"]:
         """Submit (prompt ids, params, request id or None) requests together: all are
-        admitted or, over capacity, none (EngineOverloadedError). Bad input raises here, in
-        the caller's thread (a 400 before anything is sent)."""
+        admitted or, over capacity, none (EngineOverloadedError); with a `reservation` of
+        as many, into its room. Bad input raises here, in the caller's thread (a 400
+        before anything is sent)."""
         for prompt_token_ids, params, _ in requests:
             self.engine.check_prompt(prompt_token_ids, params)
-        with self._lock:
-            self.check_capacity(len(requests))
-            self._in_flight += len(requests)
+        if reservation is not None:
+            if self.dead is not None:
+                raise EngineDeadError(f"the engine stopped: {self.dead!r}")
+            reservation.fill(len(requests))
+        else:
+            with self._lock:
+                self.check_capacity(len(requests))
+                self._in_flight += len(requests)
         streams = []
         for prompt_token_ids, params, request_id in requests:
             request_id = request_id or f"req-{next(self._ids)}"
@@ -184,6 +201,28 @@ class AsyncEngine:
         # Done with, even if its caller never reads the stream (a client that left
         # before its response began): it stops counting against the capacity now.
         self._release(request_id)
+
+
+class Reservation:
+    """Room for `count` requests held in an `AsyncEngine` between admission and submission."""
+
+    def __init__(self, engine: AsyncEngine, count: int):
+        self._engine = engine
+        self.count = count
+        self.held = True
+
+    def fill(self, count: int) -> None:
+        """The reserved room becomes `count` submitted requests' (as many as reserved)."""
+        if not self.held or count != self.count:
+            raise ValueError(f"a reservation of {self.count} cannot take {count} requests (held: {self.held})")
+        self.held = False
+
+    def release(self) -> None:
+        """Give the room back, unless requests took it; safe to call more than once."""
+        if self.held:
+            self.held = False
+            with self._engine._lock:
+                self._engine._in_flight -= self.count
 
 
 class RequestStream:

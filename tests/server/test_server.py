@@ -464,6 +464,32 @@ def test_a_full_engine_refuses_before_compiling_the_grammar():
     assert running.status_code == 200
 
 
+def test_a_reservation_holds_room_until_filled_or_released():
+    from structgen.default_model import load_default_tokenizer
+    from structgen.engine.async_engine import EngineOverloadedError
+    from tests.engine.tiny_models import TINY_SMOLLM_SHAPE
+
+    engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", tokenizer=load_default_tokenizer(),
+                    kv_cache_bytes=16 << 20, max_num_seqs=1)
+    runner = AsyncEngine(engine, max_waiting=1)
+    try:
+        first = runner.reserve(2)  # all the room: one running, one waiting
+        assert runner.num_in_flight == 2
+        with pytest.raises(EngineOverloadedError):
+            runner.reserve(1)
+        with pytest.raises(ValueError):
+            first.fill(1)  # a reservation is filled by as many requests as it holds
+        first.release()
+        first.release()  # once only
+        assert runner.num_in_flight == 0
+        second = runner.reserve(1)
+        second.fill(1)
+        second.release()  # filled: the room is the request's now
+        assert runner.num_in_flight == 1
+    finally:
+        runner.shutdown()
+
+
 # -- what OpenAI and vLLM users expect: strict, undeclared properties, tool calls ----------
 
 CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
