@@ -20,7 +20,7 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +78,11 @@ class AsyncEngine:
         with self._lock:
             self.check_capacity(count)
             self._in_flight += count
-        return Reservation(self, count)
+        return Reservation(count, self._give_back)
+
+    def _give_back(self, count: int) -> None:
+        with self._lock:
+            self._in_flight -= count
 
     def submit(self, prompt_token_ids: list[int], params: SamplingParams, *, grammar: Any = None,
                request_id: str | None = None, jump_forward: bool | None = None) -> "RequestStream":
@@ -206,10 +210,10 @@ class AsyncEngine:
 class Reservation:
     """Room for `count` requests held in an `AsyncEngine` between admission and submission."""
 
-    def __init__(self, engine: AsyncEngine, count: int):
-        self._engine = engine
+    def __init__(self, count: int, give_back: Callable[[int], None]):
         self.count = count
         self.held = True
+        self._give_back = give_back
 
     def fill(self, count: int) -> None:
         """The reserved room becomes `count` submitted requests' (as many as reserved)."""
@@ -221,8 +225,7 @@ class Reservation:
         """Give the room back, unless requests took it; safe to call more than once."""
         if self.held:
             self.held = False
-            with self._engine._lock:
-                self._engine._in_flight -= self.count
+            self._give_back(self.count)
 
 
 class RequestStream:
