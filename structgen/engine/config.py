@@ -41,6 +41,7 @@ class EngineConfig:
     jump_forward: bool = True  # append the bytes a grammar forces in one prefill
     overlap_masks: bool | None = None  # masks before the forward pass; None: on GPU only
     cuda_graphs: bool = True  # replay captured decode steps (GPU)
+    keep_freed_memory: bool = True  # CPU: glibc keeps freed step buffers for reuse (engine.host_memory)
     seed: int = 0
 
     def __post_init__(self):

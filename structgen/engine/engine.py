@@ -18,7 +18,7 @@ import torch
 
 from structgen.background import engine_threads
 from structgen.startup import phase
-from structgen.engine import kv_cache
+from structgen.engine import host_memory, kv_cache
 from structgen.engine.block_manager import BlockManager, BlockStats
 from structgen.engine.config import DEFAULT_CPU_KV_BYTES, EngineConfig
 from structgen.engine.detokenizer import IncrementalDetokenizer
@@ -58,6 +58,8 @@ class Engine:
         self.device = torch.device(config.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         on_gpu = self.device.type == "cuda"
         self.dtype = _dtype(config.dtype, on_gpu)
+        if not on_gpu and config.keep_freed_memory:
+            host_memory.keep_freed_memory()
         loaded = load_model(config.model, load_format=config.load_format, dtype=self.dtype, device=self.device,
                             max_positions=config.max_model_len, seed=config.seed)
         self.model, self.config, self.model_name = loaded.model, loaded.config, loaded.name

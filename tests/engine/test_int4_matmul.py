@@ -12,6 +12,7 @@ import torch
 
 from structgen.engine.kernels import int4_matmul
 from structgen.engine.models.quantization import Int4BlockLinear
+from tests.engine.activation_blocks import activations, quantized_activations
 
 EPS = torch.finfo(torch.float32).eps
 
@@ -24,22 +25,6 @@ def blocks(rows: int, cols: int, seed: int = 0):
     dequantized = (q.double().reshape(rows, -1, 32) * scale.double()[..., None]
                    + minimum.double()[..., None]).reshape(rows, cols)
     return q, scale, minimum, dequantized
-
-
-def quantized_activations(x: torch.Tensor):
-    """The kernel's int8 blocks of x, computed here in float32 as it does: d = max|x| / 127,
-    q = x * (1 / d) rounded to nearest even."""
-    n, k = x.shape
-    xb = x.reshape(n, k // 32, 32)
-    d = xb.abs().amax(dim=-1) / 127.0
-    inverse = torch.where(d != 0, 1.0 / d, torch.zeros_like(d))
-    return torch.round(xb * inverse[..., None]), d
-
-
-def activations(n: int, k: int, seed: int = 1) -> torch.Tensor:
-    x = torch.randn(n, k, generator=torch.Generator().manual_seed(seed))
-    x[:, 5] *= 20  # an outlier channel, as real hidden states have
-    return x
 
 
 @pytest.mark.parametrize("rows,cols", [(960, 576), (64, 64), (136, 1536), (40, 96)])

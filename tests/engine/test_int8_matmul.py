@@ -1,7 +1,9 @@
-"""The int8 block matmul (structgen.engine.kernels.int8_matmul), the LM head of a
-model whose GGUF file stores it in Q8_0: its result is the float matmul's with the
-dequantized weights up to the order of the sums, and the same bits on the AVX2 path
-and the portable one, for a row alone or beside others."""
+"""The int8 block matmul (structgen.engine.kernels.int8_matmul), the LM head of a model
+whose GGUF file stores it in Q8_0: the activations are quantized to int8 per block of 32
+and the products summed in integers. Its result is that computation's, up to float32
+rounding; it is the float matmul's within what rounding the activations can move it; and
+it is the same bits on the AVX2 path and the portable one, for a row alone or beside
+others, on one thread or two."""
 
 from __future__ import annotations
 
@@ -9,50 +11,114 @@ import pytest
 import torch
 
 from structgen.engine.kernels import int8_matmul
+from tests.engine.activation_blocks import activations, quantized_activations
+
+EPS = torch.finfo(torch.float32).eps
 
 
 def blocks(rows: int, cols: int, seed: int = 0):
     gen = torch.Generator().manual_seed(seed)
-    q = torch.randint(-127, 128, (rows, cols), dtype=torch.int8, generator=gen)
+    q = torch.randint(-128, 128, (rows, cols), dtype=torch.int8, generator=gen)  # -128 too, which Q8_0 allows
     scale = torch.rand(rows, cols // 32, generator=gen) * 0.02
-    dequantized = (q.float().reshape(rows, -1, 32) * scale[..., None]).reshape(rows, cols)
+    dequantized = (q.double().reshape(rows, -1, 32) * scale.double()[..., None]).reshape(rows, cols)
     return q, scale, dequantized
 
 
-@pytest.mark.parametrize("rows,cols", [(1000, 576), (64, 32), (130, 2048)])
+def product(x, q, scale, portable=False):
+    return int8_matmul.matmul(x, *int8_matmul.pack(q, scale), q.shape[0], portable=portable)
+
+
+@pytest.mark.parametrize("rows,cols", [(1000, 576), (64, 32), (130, 2048), (43, 96)])
 @pytest.mark.parametrize("batch", [1, 3, 4, 9])
-def test_it_multiplies_as_the_dequantized_weight(rows, cols, batch):
-    q, scale, dequantized = blocks(rows, cols)
-    x = torch.randn(batch, cols, generator=torch.Generator().manual_seed(1))
-    expected = x.double() @ dequantized.double().T
-    got = int8_matmul.matmul(x, q, scale)
+def test_it_computes_the_integer_products_of_the_quantized_activations(rows, cols, batch):
+    q, scale, _ = blocks(rows, cols)
+    x = activations(batch, cols)
+    qx, d = quantized_activations(x)
+    integer_sums = torch.einsum("nbj,rbj->nrb", qx.double(), q.double().reshape(rows, cols // 32, 32))  # exact
+    scaled = scale.double()[None] * d.double()[:, None] * integer_sums  # [n, rows, blocks]
+    expected = scaled.sum(-1)
+    got = product(x, q, scale)
     assert got.dtype == torch.float32 and got.shape == (batch, rows)
-    # float32 sums of `cols` products: a few units in the last place of the largest partial sums
-    bound = 8 * cols * torch.finfo(torch.float32).eps * (x.abs().double() @ dequantized.abs().double().T)
+    bound = 4 * (cols // 32 + 8) * EPS * scaled.abs().sum(-1)  # float32 rounding of each term and of the sum
     assert ((got.double() - expected).abs() <= bound).all()
 
 
-def test_a_row_is_the_same_bits_alone_beside_others_and_on_either_path():
-    q, scale, _ = blocks(4099, 576)
-    x = torch.randn(7, 576, generator=torch.Generator().manual_seed(2))
-    together = int8_matmul.matmul(x, q, scale)
-    alone = torch.cat([int8_matmul.matmul(x[i : i + 1], q, scale) for i in range(7)])
+@pytest.mark.parametrize("batch", [1, 5])
+def test_it_is_the_float_matmul_within_the_activations_rounding(batch):
+    """Each activation moves by at most half its block's step d when quantized, so the
+    result moves by at most sum over blocks of d / 2 * sum |w| from the exact product."""
+    rows, cols = 296, 576
+    q, scale, dequantized = blocks(rows, cols, seed=3)
+    x = activations(batch, cols, seed=4)
+    _, d = quantized_activations(x)
+    exact = x.double() @ dequantized.T
+    got = product(x, q, scale)
+    w_abs = dequantized.abs().reshape(rows, cols // 32, 32).sum(-1)  # [rows, blocks]
+    bound = (d.double() / 2) @ w_abs.T * (1 + 1e-3) + 8 * cols * EPS * (x.abs().double() @ dequantized.abs().T)
+    assert ((got.double() - exact).abs() <= bound).all()
+    assert ((got.double() - exact).norm() / exact.norm()) < 0.02
+
+
+def test_a_row_is_the_same_bits_alone_beside_others_on_either_path_and_any_thread_count():
+    q, scale, _ = blocks(4099, 576)  # a last group of 3 rows
+    weights = (*int8_matmul.pack(q, scale), 4099)
+    x = activations(70, 576, seed=2)  # more than a tile of 64 rows
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        together = int8_matmul.matmul(x, *weights)
+        alone = torch.cat([int8_matmul.matmul(x[i : i + 1], *weights) for i in range(70)])
+        torch.set_num_threads(1)
+        one_thread = int8_matmul.matmul(x, *weights)
+    finally:
+        torch.set_num_threads(threads)
     assert torch.equal(together, alone)
-    assert torch.equal(int8_matmul.matmul(x, q, scale, portable=True), together)
+    assert torch.equal(together, one_thread)
+    assert torch.equal(int8_matmul.matmul(x[:9], *weights, portable=True), together[:9])
+
+
+def test_packing_interleaves_eight_rows_and_unpacks_exactly():
+    """Group g's block b is 256 bytes; in its m-th 32, bytes 4j..4j+3 hold row j's weights
+    4m..4m+3. Rows past the last are zeros."""
+    q, scale, _ = blocks(13, 64, seed=5)
+    packed, scales = int8_matmul.pack(q, scale)
+    assert packed.shape == (2, 2, 256) and scales.shape == (2, 2, 8)
+    g, b, m, j, t = 1, 1, 6, 4, 3
+    assert packed[g, b, 32 * m + 4 * j + t] == q[8 * g + j, 32 * b + 4 * m + t]
+    assert scales[g, b, j] == scale[8 * g + j, b]
+    assert not packed[1, :, :].view(2, 8, 8, 4)[:, :, 5:, :].any() and not scales[1, :, 5:].any()
+    assert torch.equal(int8_matmul.unpack(packed, 13), q)
+    assert torch.equal(int8_matmul.per_row(scales, 13), scale)
+
+
+def test_lookup_gives_the_dequantized_rows_exactly():
+    q, scale, _ = blocks(21, 64, seed=6)
+    scale = scale.half().float()  # a GGUF scale is a float16: int8 times it is exact in float32
+    packed, scales = int8_matmul.pack(q, scale)
+    ids = torch.tensor([20, 0, 7, 8, 7])
+    expected = (q.float().reshape(21, 2, 32) * scale[..., None]).reshape(21, 64)[ids]
+    assert torch.equal(int8_matmul.lookup(packed, scales, ids), expected)
 
 
 def test_an_empty_batch_gives_no_rows():
     q, scale, _ = blocks(64, 64)
-    assert int8_matmul.matmul(torch.zeros(0, 64), q, scale).shape == (0, 64)
+    assert product(torch.zeros(0, 64), q, scale).shape == (0, 64)
 
 
 def test_weights_it_cannot_read_are_refused_plainly():
     q, scale, _ = blocks(64, 64)
     with pytest.raises(ValueError, match="multiple of 32"):
-        int8_matmul.check_blocks(q[:, :48].contiguous(), scale)
-    with pytest.raises(ValueError, match=r"float32 CPU scales of shape \(64, 2\)"):
-        int8_matmul.check_blocks(q, scale[:, :1])
+        int8_matmul.pack(q[:, :48].contiguous(), scale)
+    with pytest.raises(ValueError, match=r"scales of shape \(64, 2\)"):
+        int8_matmul.pack(q, scale[:, :1])
     with pytest.raises(ValueError, match="2-d int8 CPU tensor"):
-        int8_matmul.check_blocks(q.float(), scale)
+        int8_matmul.pack(q.float(), scale)
+    packed, scales = int8_matmul.pack(q, scale)
+    with pytest.raises(ValueError, match=r"float32 CPU scales of shape \(8, 2, 8\)"):
+        int8_matmul.check_blocks(packed, scales[:, :1].contiguous(), 64)
+    with pytest.raises(ValueError, match=r"int8 CPU tensor of shape \(groups, blocks, 256\)"):
+        int8_matmul.check_blocks(q, scales, 64)
+    with pytest.raises(ValueError, match="do not fill"):
+        int8_matmul.check_blocks(packed, scales, 56)
     with pytest.raises(ValueError, match="width 64"):
-        int8_matmul.matmul(torch.zeros(2, 32), q, scale)
+        int8_matmul.matmul(torch.zeros(2, 32), packed, scales, 64)

@@ -39,6 +39,18 @@
  * their KV head uses before the next ones are read. */
 #define ATTENTION_ROWS_SPAN 32
 
+/* Asks for the rows of positions [first, first + span) ahead of their use: a sequence's
+ * positions lie in blocks spread over the cache, each row a few cache lines at a stride of
+ * kv_heads rows, which the hardware's prefetchers do not run ahead of. (30 layers of 64
+ * rows x 250 positions, read from memory: float16 51.5 ms against 60.3 without; float32
+ * unchanged, 63.0 against 63.6.) */
+static inline void attention_rows_prefetch(const void *const *rows, int64_t first, int64_t length,
+                                           int64_t row_bytes) {
+    int64_t end = first + ATTENTION_ROWS_SPAN < length ? first + ATTENTION_ROWS_SPAN : length;
+    for (int64_t p = first; p < end; p++)
+        for (int64_t byte = 0; byte < row_bytes; byte += 64) __builtin_prefetch((const char *)rows[p] + byte, 0, 3);
+}
+
 static float attention_dot_portable(const float *a, const float *b, int64_t dim) {
     float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int64_t j = 0; j < dim; j += 8)
@@ -231,15 +243,20 @@ static void attention_rows_group(const attention_rows_shape *a, const float *que
     for (int64_t j = 0; j < group * dim; j++) acc[j] = 0;
     if (length == 0) return;
     attention_rows_locate(a, table, length, kv_head, scratch);
+    int64_t row_bytes = dim * (a->kv_half ? 2 : 4);
+    attention_rows_prefetch(scratch->keys, 0, length, row_bytes);
     for (int64_t first = 0; first < length; first += ATTENTION_ROWS_SPAN) {
         int64_t span = length - first < ATTENTION_ROWS_SPAN ? length - first : ATTENTION_ROWS_SPAN;
+        attention_rows_prefetch(scratch->keys, first + ATTENTION_ROWS_SPAN, length, row_bytes);
         for (int64_t g = 0; g < group; g++)
             attention_rows_scores(a, q + g * dim, scratch->keys + first, span, scratch->scores + g * stride + first);
     }
+    attention_rows_prefetch(scratch->values, 0, length, row_bytes);
     for (int64_t g = 0; g < group; g++)
         scratch->scores[g * stride + length] = attention_rows_softmax_weights(a, scratch->scores + g * stride, length);
     for (int64_t first = 0; first < length; first += ATTENTION_ROWS_SPAN) {
         int64_t span = length - first < ATTENTION_ROWS_SPAN ? length - first : ATTENTION_ROWS_SPAN;
+        attention_rows_prefetch(scratch->values, first + ATTENTION_ROWS_SPAN, length, row_bytes);
         for (int64_t g = 0; g < group; g++)
             attention_rows_weighted_sum(a, scratch->scores + g * stride + first, scratch->values + first, span,
                                         acc + g * dim);

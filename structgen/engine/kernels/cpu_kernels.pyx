@@ -1,9 +1,10 @@
 # cython: boundscheck=False, wraparound=False, initializedcheck=False
 """The engine's compiled CPU kernels, C in the headers beside this file:
-- int8_rows.h: float32 activations times int8 weights in blocks of 32 with a float32
-  scale each, into float32 (`matmul_rows`);
-- int4_rows.h: float32 activations, quantized to int8 per block of 32, times 4-bit weights
-  in blocks of 32 with a scale and a minimum each, into float32 (`int4_matmul_rows`);
+- int8_rows.h: float32 activations, quantized to int8 per block of 32
+  (activation_blocks.h), times int8 weights in blocks of 32 with a float32 scale each,
+  into float32 (`matmul_rows`);
+- int4_rows.h: the same activations times 4-bit weights in blocks of 32 with a scale
+  and a minimum each, into float32 (`int4_matmul_rows`);
 - rms_norm_rows.h: RMSNorm of float32 rows, with the residual add before it (`rms_norm`);
 - attention_rows.h: a step's new tokens, each over its sequence's paged float32 KV cache
   (`attention_rows`);
@@ -20,8 +21,8 @@ check dtype, device, shape and contiguity first."""
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uintptr_t
 
 cdef extern from "int8_rows.h":
-    void int8_rows(const int8_t *q, const float *scale, const float *x, float *out, int64_t begin,
-                   int64_t end, int64_t k, int64_t n, int64_t ldo, int portable) nogil
+    int c_int8_rows "int8_rows"(const int8_t *packed, const float *scale, const float *x, float *out,
+                                int64_t rows, int64_t k, int64_t n, int portable) nogil
 
 cdef extern from "int4_rows.h":
     int c_int4_rows "int4_rows"(const uint8_t *packed, const float *scale, const float *minimum, const float *x,
@@ -63,12 +64,16 @@ cdef extern from "fused_layers.h":
 LAYER_FIELDS = FUSED_FIELDS  # addresses per layer in fused_layers' weight table
 
 
-def matmul_rows(uintptr_t q, uintptr_t scale, uintptr_t x, uintptr_t out, int64_t rows, int64_t k, int64_t n,
+def matmul_rows(uintptr_t packed, uintptr_t scale, uintptr_t x, uintptr_t out, int64_t rows, int64_t k, int64_t n,
                 bint portable=False):
-    """out [n, rows] = x [n, k] @ (q [rows, k] * scale [rows, k / 32], per block of 32).T"""
+    """out [n, rows] = x [n, k] @ (q * scale per block of 32) [rows, k].T (packed and
+    scale in int8_rows.h's layout: `int8_matmul.pack`)."""
+    cdef int status
     with nogil:
-        int8_rows(<const int8_t *>q, <const float *>scale, <const float *>x, <float *>out, 0, rows, k, n, rows,
-                  portable)
+        status = c_int8_rows(<const int8_t *>packed, <const float *>scale, <const float *>x, <float *>out, rows, k,
+                             n, portable)
+    if status != 0:
+        raise MemoryError("int8 matmul: no memory for the quantized activations")
 
 
 def int4_matmul_rows(uintptr_t packed, uintptr_t scale, uintptr_t minimum, uintptr_t x, uintptr_t out,

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activation_blocks.h"
 #include "simd.h"
 
 #define INT4_ROWS_BLOCK 32
@@ -38,20 +39,6 @@
 #define INT4_ROWS_MIN_PARALLEL 4096 /* fewer block products than this: one thread */
 #define INT4_ROWS_CHUNK 2        /* groups of weight rows per thread's task */
 #define INT4_ROWS_TILE 64        /* activation rows per pass over the weights */
-
-/* One activation block: q[32], d, s = d * sum(q). */
-static void int4_rows_quantize_block_portable(const float *x, int8_t *q, float *d, float *s) {
-    float amax = 0.0f;
-    for (int j = 0; j < INT4_ROWS_BLOCK; j++) amax = fmaxf(amax, fabsf(x[j]));
-    float scale = amax / 127.0f, inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-    int sum = 0;
-    for (int j = 0; j < INT4_ROWS_BLOCK; j++) {
-        q[j] = (int8_t)nearbyintf(x[j] * inverse);
-        sum += q[j];
-    }
-    *d = scale;
-    *s = scale * (float)sum;
-}
 
 /* Weight row j of a group's block (`group_block`: its 128 bytes) times one activation
  * block, summed (exact). */
@@ -86,35 +73,6 @@ static void int4_rows_portable(const uint8_t *packed, const float *scale, const 
 }
 
 #if SIMD_HAVE_AVX2
-
-__attribute__((target("avx2,fma"))) static void int4_rows_quantize_block_avx2(const float *x, int8_t *q,
-                                                                              float *d, float *s) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 v[4], amax = _mm256_setzero_ps();
-    for (int j = 0; j < 4; j++) {
-        v[j] = _mm256_loadu_ps(x + 8 * j);
-        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[j]));
-    }
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    float scale = _mm_cvtss_f32(m) / 127.0f, inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-    __m256i ints[4];
-    for (int j = 0; j < 4; j++)
-        ints[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], _mm256_set1_ps(inverse)),
-                                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    __m256i total = _mm256_add_epi32(_mm256_add_epi32(ints[0], ints[1]), _mm256_add_epi32(ints[2], ints[3]));
-    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
-    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
-    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
-    /* int32 -> int8 in order: packs interleave the 128-bit halves, the permute undoes it */
-    __m256i words = _mm256_packs_epi32(ints[0], ints[1]), words2 = _mm256_packs_epi32(ints[2], ints[3]);
-    __m256i bytes = _mm256_packs_epi16(words, words2);
-    bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256((__m256i *)q, bytes);
-    *d = scale;
-    *s = scale * (float)_mm_cvtsi128_si32(t);
-}
 
 /* A group's block, unpacked: w[2m] = the low nibbles of its m-th 32 bytes (weights
  * 8m..8m+3 of each row), w[2m + 1] the high ones (8m+4..8m+7). */
@@ -179,21 +137,6 @@ __attribute__((target("avx2,fma"))) static void int4_rows_avx2(const uint8_t *pa
 
 #endif
 
-/* The activations' blocks: qx [n * k], dx and sx [n * k / 32]. */
-static void int4_rows_quantize(const float *x, int8_t *qx, float *dx, float *sx, int64_t n, int64_t k,
-                               int portable) {
-    int64_t count = n * (k / INT4_ROWS_BLOCK);
-#if SIMD_HAVE_AVX2
-    if (!portable && simd_use_avx2()) {
-        for (int64_t b = 0; b < count; b++)
-            int4_rows_quantize_block_avx2(x + b * INT4_ROWS_BLOCK, qx + b * INT4_ROWS_BLOCK, dx + b, sx + b);
-        return;
-    }
-#endif
-    for (int64_t b = 0; b < count; b++)
-        int4_rows_quantize_block_portable(x + b * INT4_ROWS_BLOCK, qx + b * INT4_ROWS_BLOCK, dx + b, sx + b);
-}
-
 static void int4_rows_range(const uint8_t *packed, const float *scale, const float *minimum, const int8_t *qx,
                             const float *dx, const float *sx, float *out, int64_t begin, int64_t end, int64_t k,
                             int64_t n, int64_t ldo, int portable) {
@@ -221,7 +164,7 @@ static int int4_rows(const uint8_t *packed, const float *scale, const float *min
     int8_t *qx = (int8_t *)malloc((size_t)(n * k) + 2 * sizeof(float) * (size_t)(n * blocks));
     if (qx == NULL) return -1;
     float *dx = (float *)(qx + n * k), *sx = dx + n * blocks;
-    int4_rows_quantize(x, qx, dx, sx, n, k, portable);
+    activation_blocks_quantize(x, qx, dx, sx, n, k, portable);
     int64_t groups = rows / INT4_ROWS_GROUP_ROWS, chunks = (groups + INT4_ROWS_CHUNK - 1) / INT4_ROWS_CHUNK;
     for (int64_t first = 0; first < n; first += INT4_ROWS_TILE) {
         int64_t tile = n - first < INT4_ROWS_TILE ? n - first : INT4_ROWS_TILE;

@@ -2,54 +2,111 @@
 each (GGUF's Q8_0: w = q * scale), into float32, on CPU: the LM head of a model whose
 file stores it so.
 
-Owns the call into the compiled kernel (int8_rows.h, through `cpu_kernels`, built from
-cpu_kernels.pyx when the package is installed), with the GIL released. A row's result is computed in one fixed order,
-so it is the same bits whatever else the batch holds. Must not know about models or
+Owns the layout of the weights (`pack`, `unpack`, `per_row`, `lookup`: rows interleaved
+by eights) and the call into the compiled kernel (int8_rows.h, through `cpu_kernels`),
+which quantizes each activation row to int8 per block of 32 and multiplies in integers,
+as llama.cpp does for Q8_0; the quality guard (benchmarks/quality.py) measures what that
+costs. The kernel runs on torch's OpenMP threads when the extension was built with
+OpenMP. A row's result is computed in one fixed order, so it is the same bits whatever
+else the batch holds and whichever thread computes it. Must not know about models or
 layers.
-
-The kernel splits the weight rows over torch's own OpenMP threads (the extension is built
-with OpenMP where the compiler has it, and links the libgomp torch has loaded). A pool of
-our own lost to torch's: between a step's torch ops its workers keep spinning, and a
-second thread of ours only shared a core with one of them (2.4 ms against 2.2 on one
-thread for the embedded model's head, in a decode loop on 2 cores); on torch's pool the
-head takes 1.5 ms.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from structgen.engine.kernels.compiled import cpu_kernels, require
 
 BLOCK = 32  # weights per scale
+GROUP_ROWS = 8  # weight rows interleaved together
+GROUP_BYTES = GROUP_ROWS * BLOCK  # one block of a group
+LANE = 4  # weights of one row side by side in a group's block
 
 
-def check_blocks(q: torch.Tensor, scale: torch.Tensor) -> None:
-    """Refuse weights the kernel cannot read, saying what is wrong with them."""
-    if q.dtype != torch.int8 or q.dim() != 2 or q.device.type != "cpu" or not q.is_contiguous():
-        raise ValueError(f"int8 block weights must be a contiguous 2-d int8 CPU tensor, got {q.dtype} "
-                         f"{tuple(q.shape)} on {q.device}")
+def check_rows(q: torch.Tensor, scale: torch.Tensor) -> None:
+    """Refuse row-major blocks (GGUF's) that `pack` cannot read, saying what is wrong."""
+    if q.dtype != torch.int8 or q.dim() != 2 or q.device.type != "cpu":
+        raise ValueError(f"int8 block weights must be a 2-d int8 CPU tensor, got {q.dtype} {tuple(q.shape)} on "
+                         f"{q.device}")
     rows, cols = q.shape
-    if (cols % BLOCK or tuple(scale.shape) != (rows, cols // BLOCK) or scale.dtype != torch.float32
-            or scale.device.type != "cpu" or not scale.is_contiguous()):
-        raise ValueError(f"int8 block weights of shape {tuple(q.shape)} need contiguous float32 CPU scales of "
-                         f"shape ({rows}, {cols // BLOCK}) and a width that is a multiple of {BLOCK}; got "
-                         f"{scale.dtype} {tuple(scale.shape)}")
+    if cols % BLOCK or cols == 0 or rows == 0 or tuple(scale.shape) != (rows, cols // BLOCK):
+        raise ValueError(f"int8 block weights of shape {tuple(q.shape)} need a width that is a positive multiple "
+                         f"of {BLOCK} and scales of shape ({rows}, {cols // BLOCK}); got {tuple(scale.shape)}")
 
 
-def matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, portable: bool = False) -> torch.Tensor:
-    """x [n, k] float32 @ (q * scale per block of 32) [rows, k].T -> [n, rows] float32.
+def pack(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(packed, scales) in the kernel's layout, from q int8 [rows, cols] and scale
+    [rows, cols / 32]: packed int8 [groups, blocks, 256], where in the m-th 32 bytes of a
+    group's block, bytes 4j..4j+3 hold row j's weights 4m..4m+3; scales float32
+    [groups, blocks, 8]. Rows past the last (up to a multiple of 8) are zeros."""
+    check_rows(q, scale)
+    rows, cols = q.shape
+    padding = -rows % GROUP_ROWS
+    groups, blocks = (rows + padding) // GROUP_ROWS, cols // BLOCK
+    q = F.pad(q, (0, 0, 0, padding))
+    scale = F.pad(scale.float(), (0, 0, 0, padding))
+    lanes = q.reshape(groups, GROUP_ROWS, blocks, BLOCK // LANE, LANE)  # [g, j, b, m, t]
+    packed = lanes.permute(0, 2, 3, 1, 4).reshape(groups, blocks, GROUP_BYTES).contiguous()
+    scales = scale.reshape(groups, GROUP_ROWS, blocks).permute(0, 2, 1).contiguous()
+    return packed, scales
+
+
+def unpack(packed: torch.Tensor, rows: int) -> torch.Tensor:
+    """The weights of `pack`'s layout: int8 [rows, cols]."""
+    groups, blocks, _ = packed.shape
+    lanes = packed.reshape(groups, blocks, BLOCK // LANE, GROUP_ROWS, LANE)  # [g, b, m, j, t]
+    return lanes.permute(0, 3, 1, 2, 4).reshape(groups * GROUP_ROWS, blocks * BLOCK)[:rows]
+
+
+def per_row(scales: torch.Tensor, rows: int) -> torch.Tensor:
+    """The scales of `pack`'s layout: float32 [rows, blocks]."""
+    groups, blocks, _ = scales.shape
+    return scales.permute(0, 2, 1).reshape(groups * GROUP_ROWS, blocks)[:rows]
+
+
+def lookup(packed: torch.Tensor, scales: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Rows `ids` of the weights, dequantized to float32 [len(ids), cols] (exact: an int8
+    times a float16-valued scale is exact in float32)."""
+    groups, blocks, _ = packed.shape
+    group, row = ids // GROUP_ROWS, ids % GROUP_ROWS
+    lanes = packed.view(groups, blocks, BLOCK // LANE, GROUP_ROWS, LANE)[group, :, :, row, :]  # [n, b, m, t]
+    q = lanes.reshape(ids.shape[0], blocks, BLOCK).float()
+    return (q * scales[group, :, row][..., None]).reshape(ids.shape[0], blocks * BLOCK)
+
+
+def check_blocks(packed: torch.Tensor, scales: torch.Tensor, rows: int) -> None:
+    """Refuse packed weights the kernel cannot read, saying what is wrong with them."""
+    if (packed.dtype != torch.int8 or packed.dim() != 3 or packed.shape[2] != GROUP_BYTES
+            or packed.device.type != "cpu" or not packed.is_contiguous()):
+        raise ValueError(f"packed int8 weights must be a contiguous int8 CPU tensor of shape (groups, blocks, "
+                         f"{GROUP_BYTES}) (`int8_matmul.pack`), got {packed.dtype} {tuple(packed.shape)} on "
+                         f"{packed.device}")
+    expected = (*packed.shape[:2], GROUP_ROWS)
+    if (tuple(scales.shape) != expected or scales.dtype != torch.float32 or scales.device.type != "cpu"
+            or not scales.is_contiguous()):
+        raise ValueError(f"packed int8 weights of shape {tuple(packed.shape)} need contiguous float32 CPU scales "
+                         f"of shape {expected}; got {scales.dtype} {tuple(scales.shape)}")
+    if not 0 < rows <= packed.shape[0] * GROUP_ROWS or rows <= (packed.shape[0] - 1) * GROUP_ROWS:
+        raise ValueError(f"{rows} rows do not fill the {packed.shape[0]} groups of 8 of packed int8 weights")
+
+
+def matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, rows: int,
+           portable: bool = False) -> torch.Tensor:
+    """x [n, k] float32 @ w [rows, k].T -> [n, rows] float32 (w as `pack` holds it).
 
     `portable`: the plain C path even where AVX2 is there (the tests compare the two)."""
     require()
-    check_blocks(q, scale)
-    if x.dim() != 2 or x.shape[1] != q.shape[1] or x.device.type != "cpu":
+    check_blocks(packed, scales, rows)
+    k = packed.shape[1] * BLOCK
+    if x.dim() != 2 or x.shape[1] != k or x.device.type != "cpu":
         raise ValueError(f"activations of shape {tuple(x.shape)} on {x.device} cannot multiply int8 block weights "
-                         f"of width {q.shape[1]} on CPU")
+                         f"of width {k} on CPU")
     x = x.detach().to(torch.float32).contiguous()
-    out = torch.empty(x.shape[0], q.shape[0], dtype=torch.float32)
+    out = torch.empty(x.shape[0], rows, dtype=torch.float32)
     if x.shape[0] == 0:
         return out
-    cpu_kernels.matmul_rows(q.data_ptr(), scale.data_ptr(), x.data_ptr(), out.data_ptr(), q.shape[0], q.shape[1],
+    cpu_kernels.matmul_rows(packed.data_ptr(), scales.data_ptr(), x.data_ptr(), out.data_ptr(), rows, k,
                             x.shape[0], portable)
     return out

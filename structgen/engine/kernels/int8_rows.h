@@ -1,127 +1,168 @@
-/* Rows of a matrix of int8 weights in blocks of 32 with a float scale each (GGUF's
- * Q8_0 layout, w = q * scale), times float32 activations, into float32 outputs.
+/* Rows of a matrix of int8 weights in blocks of 32 with a float scale each (GGUF's Q8_0
+ * layout, w = q * scale), times float32 activations, into float32.
  *
- * One row's dot product with one activation row is always computed in the same order:
- * per block, eight lanes of two partial sums (products of weights 0-7 and 8-15, then
- * 16-23 and 24-31 fused onto them), their sum times the block's scale fused into a
- * lane total, and the eight lane totals added pairwise. The AVX2 path and the portable
- * path do exactly these roundings (fmaf where the vector code fuses), so a logit does
- * not depend on the CPU's features, on the other rows of the batch, or on which range of
- * weight rows a call covers. */
+ * The activations are first quantized, per row and block of 32, to int8 with a scale d
+ * (activation_blocks.h), as llama.cpp does for Q8_0. A block's dot product is then exact
+ * in integers, and  w . x ~= scale * d * sum(qw * qx).
+ *
+ * Layout: the weight rows go in groups of 8, interleaved so that one vector instruction
+ * multiplies four weights of each of the 8 rows by the same four activations. For group
+ * g and block b, 256 bytes: in the m-th 32 (m = 0..7), bytes 4j..4j+3 hold row j's
+ * weights 4m..4m+3. The scales of a group's block are 8 floats in row order. A group
+ * past the last row is padded with zero weights; its rows are never written out.
+ *
+ * One output is always computed in the same order: for each block in turn, its integer
+ * sum times (scale * d) fused into a running total. The AVX2 path and the portable path
+ * do exactly these roundings, so a result does not depend on the CPU's features, on the
+ * other rows of the batch, or on which range of weight rows a call or a thread covers. */
 
 #ifndef STRUCTGEN_INT8_ROWS_H
 #define STRUCTGEN_INT8_ROWS_H
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "activation_blocks.h"
 #include "simd.h"
 
 #define INT8_ROWS_BLOCK 32
-#define INT8_ROWS_GROUP 4 /* activation rows sharing one widening of the weights (AVX2) */
-#define INT8_ROWS_CHUNK 64 /* weight rows per thread's task */
+#define INT8_ROWS_GROUP_ROWS 8    /* weight rows interleaved together */
+#define INT8_ROWS_GROUP_BYTES 256 /* one block of a group: 8 rows * 32 weights */
+#define INT8_ROWS_X_ROWS 4        /* activation rows sharing one load of the weights (AVX2) */
+#define INT8_ROWS_MIN_PARALLEL 4096 /* fewer block products than this: one thread */
+#define INT8_ROWS_CHUNK 8         /* groups of weight rows per thread's task */
+#define INT8_ROWS_TILE 64         /* activation rows per pass over the weights */
 
-static void int8_rows_portable(const int8_t *q, const float *scale, const float *x, float *out,
-                               int64_t begin, int64_t end, int64_t k, int64_t n, int64_t ldo) {
+/* Weight row j of a group's block (`group_block`: its 256 bytes) times one activation
+ * block, summed (exact). */
+static int32_t int8_rows_block_portable(const int8_t *group_block, int j, const int8_t *qx) {
+    int32_t sum = 0;
+    for (int e = 0; e < INT8_ROWS_BLOCK; e++) sum += group_block[32 * (e / 4) + 4 * j + e % 4] * qx[e];
+    return sum;
+}
+
+/* Groups [begin, end) of weight rows against n activation rows (out's row stride: ldo;
+ * only rows below `rows` are written). */
+static void int8_rows_portable(const int8_t *packed, const float *scale, const int8_t *qx, const float *dx,
+                               float *out, int64_t begin, int64_t end, int64_t rows, int64_t k, int64_t n,
+                               int64_t ldo) {
     int64_t blocks = k / INT8_ROWS_BLOCK;
-    for (int64_t v = begin; v < end; v++) {
-        const int8_t *qv = q + v * k;
-        const float *sv = scale + v * blocks;
-        for (int64_t i = 0; i < n; i++) {
-            const float *xi = x + i * k;
-            float lane_total[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (int64_t b = 0; b < blocks; b++) {
-                const int8_t *qb = qv + b * INT8_ROWS_BLOCK;
-                const float *xb = xi + b * INT8_ROWS_BLOCK;
-                for (int l = 0; l < 8; l++) {
-                    float a0 = (float)qb[l] * xb[l];
-                    float a1 = (float)qb[8 + l] * xb[8 + l];
-                    a0 = fmaf((float)qb[16 + l], xb[16 + l], a0);
-                    a1 = fmaf((float)qb[24 + l], xb[24 + l], a1);
-                    lane_total[l] = fmaf(a0 + a1, sv[b], lane_total[l]);
+    for (int64_t g = begin; g < end; g++)
+        for (int64_t i = 0; i < n; i++)
+            for (int j = 0; j < INT8_ROWS_GROUP_ROWS && g * INT8_ROWS_GROUP_ROWS + j < rows; j++) {
+                float total = 0.0f;
+                for (int64_t b = 0; b < blocks; b++) {
+                    int64_t wb = g * blocks + b, xb = i * blocks + b;
+                    int32_t sum = int8_rows_block_portable(packed + wb * INT8_ROWS_GROUP_BYTES, j,
+                                                           qx + xb * INT8_ROWS_BLOCK);
+                    total = fmaf((float)sum, scale[wb * INT8_ROWS_GROUP_ROWS + j] * dx[xb], total);
                 }
+                out[i * ldo + g * INT8_ROWS_GROUP_ROWS + j] = total;
             }
-            out[i * ldo + v] = simd_lane_sum_portable(lane_total);
-        }
-    }
 }
 
 #if SIMD_HAVE_AVX2
 
-__attribute__((target("avx2,fma"))) static inline __m256 int8_rows_widen(const int8_t *q) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
+/* Group g against activation rows [i, i + count), count <= INT8_ROWS_X_ROWS (inlined at
+ * each call, so that a constant count keeps the sums in registers). maddubs multiplies
+ * unsigned by signed bytes: |w| times x with w's sign, two products per 16-bit lane (at
+ * most 2 * 128 * 127, no overflow), widened to 32 bits before the next pair is added. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void int8_rows_group_avx2(
+    const int8_t *packed, const float *scale, const int8_t *qx, const float *dx, float *out, int64_t g, int64_t i,
+    int count, int64_t rows, int64_t blocks, int64_t ldo) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 total[INT8_ROWS_X_ROWS];
+    for (int r = 0; r < count; r++) total[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t wb = g * blocks + b;
+        const int8_t *group_block = packed + wb * INT8_ROWS_GROUP_BYTES;
+        __m256i sums[INT8_ROWS_X_ROWS];
+        for (int r = 0; r < count; r++) sums[r] = _mm256_setzero_si256();
+        for (int m = 0; m < 8; m++) {
+            __m256i w = _mm256_loadu_si256((const __m256i *)(group_block + 32 * m));
+            __m256i magnitude = _mm256_sign_epi8(w, w);
+            for (int r = 0; r < count; r++) {
+                int32_t four;
+                memcpy(&four, qx + ((i + r) * blocks + b) * INT8_ROWS_BLOCK + 4 * m, sizeof four);
+                __m256i signed_x = _mm256_sign_epi8(_mm256_set1_epi32(four), w);
+                __m256i pairs = _mm256_maddubs_epi16(magnitude, signed_x);
+                sums[r] = _mm256_add_epi32(sums[r], _mm256_madd_epi16(pairs, ones));
+            }
+        }
+        __m256 block_scale = _mm256_loadu_ps(scale + wb * INT8_ROWS_GROUP_ROWS);
+        for (int r = 0; r < count; r++) {
+            __m256 scaled = _mm256_mul_ps(block_scale, _mm256_set1_ps(dx[(i + r) * blocks + b]));
+            total[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r]), scaled, total[r]);
+        }
+    }
+    int64_t first = g * INT8_ROWS_GROUP_ROWS, valid = rows - first < INT8_ROWS_GROUP_ROWS ? rows - first : INT8_ROWS_GROUP_ROWS;
+    for (int r = 0; r < count; r++) {
+        if (valid == INT8_ROWS_GROUP_ROWS) {
+            _mm256_storeu_ps(out + (i + r) * ldo + first, total[r]);
+        } else {
+            float lanes[INT8_ROWS_GROUP_ROWS];
+            _mm256_storeu_ps(lanes, total[r]);
+            memcpy(out + (i + r) * ldo + first, lanes, sizeof(float) * (size_t)valid);
+        }
+    }
 }
 
-/* One block's contribution to one activation row's lane totals (w0..w3: the widened weights). */
-__attribute__((target("avx2,fma"))) static inline __m256 int8_rows_block(__m256 w0, __m256 w1, __m256 w2,
-                                                                         __m256 w3, const float *xb,
-                                                                         __m256 block_scale, __m256 total) {
-    __m256 a0 = _mm256_mul_ps(w0, _mm256_loadu_ps(xb));
-    __m256 a1 = _mm256_mul_ps(w1, _mm256_loadu_ps(xb + 8));
-    a0 = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xb + 16), a0);
-    a1 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xb + 24), a1);
-    return _mm256_fmadd_ps(_mm256_add_ps(a0, a1), block_scale, total);
-}
-
-__attribute__((target("avx2,fma"))) static void int8_rows_avx2(const int8_t *q, const float *scale,
-                                                               const float *x, float *out, int64_t begin,
-                                                               int64_t end, int64_t k, int64_t n, int64_t ldo) {
+__attribute__((target("avx2,fma"))) static void int8_rows_avx2(const int8_t *packed, const float *scale,
+                                                               const int8_t *qx, const float *dx, float *out,
+                                                               int64_t begin, int64_t end, int64_t rows, int64_t k,
+                                                               int64_t n, int64_t ldo) {
     int64_t blocks = k / INT8_ROWS_BLOCK;
-    for (int64_t v = begin; v < end; v++) {
-        const int8_t *qv = q + v * k;
-        const float *sv = scale + v * blocks;
-        int64_t i = 0;
-        for (; i + INT8_ROWS_GROUP <= n; i += INT8_ROWS_GROUP) {
-            __m256 total[INT8_ROWS_GROUP];
-            for (int r = 0; r < INT8_ROWS_GROUP; r++) total[r] = _mm256_setzero_ps();
-            for (int64_t b = 0; b < blocks; b++) {
-                const int8_t *qb = qv + b * INT8_ROWS_BLOCK;
-                __m256 w0 = int8_rows_widen(qb), w1 = int8_rows_widen(qb + 8);
-                __m256 w2 = int8_rows_widen(qb + 16), w3 = int8_rows_widen(qb + 24);
-                __m256 block_scale = _mm256_set1_ps(sv[b]);
-                for (int r = 0; r < INT8_ROWS_GROUP; r++)
-                    total[r] = int8_rows_block(w0, w1, w2, w3, x + (i + r) * k + b * INT8_ROWS_BLOCK,
-                                               block_scale, total[r]);
-            }
-            for (int r = 0; r < INT8_ROWS_GROUP; r++) out[(i + r) * ldo + v] = simd_lane_sum(total[r]);
-        }
-        for (; i < n; i++) {
-            __m256 total = _mm256_setzero_ps();
-            for (int64_t b = 0; b < blocks; b++) {
-                const int8_t *qb = qv + b * INT8_ROWS_BLOCK;
-                total = int8_rows_block(int8_rows_widen(qb), int8_rows_widen(qb + 8), int8_rows_widen(qb + 16),
-                                        int8_rows_widen(qb + 24), x + i * k + b * INT8_ROWS_BLOCK,
-                                        _mm256_set1_ps(sv[b]), total);
-            }
-            out[i * ldo + v] = simd_lane_sum(total);
-        }
+    for (int64_t g = begin; g < end; g++) {
+        int64_t i = 0; /* constant row counts: the compiler keeps each call's sums in registers */
+        for (; i + INT8_ROWS_X_ROWS <= n; i += INT8_ROWS_X_ROWS)
+            int8_rows_group_avx2(packed, scale, qx, dx, out, g, i, INT8_ROWS_X_ROWS, rows, blocks, ldo);
+        for (; i < n; i++) int8_rows_group_avx2(packed, scale, qx, dx, out, g, i, 1, rows, blocks, ldo);
     }
 }
 
 #endif
 
-static void int8_rows_range(const int8_t *q, const float *scale, const float *x, float *out, int64_t begin,
-                            int64_t end, int64_t k, int64_t n, int64_t ldo, int portable) {
+static void int8_rows_range(const int8_t *packed, const float *scale, const int8_t *qx, const float *dx, float *out,
+                            int64_t begin, int64_t end, int64_t rows, int64_t k, int64_t n, int64_t ldo,
+                            int portable) {
 #if SIMD_HAVE_AVX2
     if (!portable && simd_use_avx2()) {
-        int8_rows_avx2(q, scale, x, out, begin, end, k, n, ldo);
+        int8_rows_avx2(packed, scale, qx, dx, out, begin, end, rows, k, n, ldo);
         return;
     }
 #endif
-    int8_rows_portable(q, scale, x, out, begin, end, k, n, ldo);
+    int8_rows_portable(packed, scale, qx, dx, out, begin, end, rows, k, n, ldo);
 }
 
-/* out[i, v] for v in [begin, end) and every activation row i < n (out's row stride: ldo),
- * over the OpenMP threads (torch's own pool, where the extension is built with OpenMP),
- * each taking whole chunks of rows. */
-static void int8_rows(const int8_t *q, const float *scale, const float *x, float *out, int64_t begin,
-                      int64_t end, int64_t k, int64_t n, int64_t ldo, int portable) {
-    int64_t chunks = (end - begin + INT8_ROWS_CHUNK - 1) / INT8_ROWS_CHUNK;
-#pragma omp parallel for schedule(guided)
-    for (int64_t c = 0; c < chunks; c++) {
-        int64_t first = begin + c * INT8_ROWS_CHUNK, last = first + INT8_ROWS_CHUNK < end ? first + INT8_ROWS_CHUNK : end;
-        int8_rows_range(q, scale, x, out, first, last, k, n, ldo, portable);
+/* out [n, rows] = x [n, k] @ w [rows, k].T, over the OpenMP threads (torch's own pool,
+ * where the extension is built with OpenMP) when the product is large enough, each
+ * taking whole chunks of groups. The activation rows go in tiles that stay in a core's
+ * cache while every weight row passes them; within a tile a group's weights stay in L1
+ * while its activation rows pass them. Returns -1 when the activations' scratch cannot
+ * be allocated. */
+static int int8_rows(const int8_t *packed, const float *scale, const float *x, float *out, int64_t rows, int64_t k,
+                     int64_t n, int portable) {
+    int64_t blocks = k / INT8_ROWS_BLOCK;
+    int8_t *qx = (int8_t *)malloc((size_t)(n * k) + 2 * sizeof(float) * (size_t)(n * blocks));
+    if (qx == NULL) return -1;
+    float *dx = (float *)(qx + n * k), *sx = dx + n * blocks;
+    activation_blocks_quantize(x, qx, dx, sx, n, k, portable);
+    int64_t groups = (rows + INT8_ROWS_GROUP_ROWS - 1) / INT8_ROWS_GROUP_ROWS;
+    int64_t chunks = (groups + INT8_ROWS_CHUNK - 1) / INT8_ROWS_CHUNK;
+    for (int64_t first = 0; first < n; first += INT8_ROWS_TILE) {
+        int64_t tile = n - first < INT8_ROWS_TILE ? n - first : INT8_ROWS_TILE;
+        int parallel = tile * blocks * rows >= INT8_ROWS_MIN_PARALLEL;
+#pragma omp parallel for schedule(guided) if (parallel)
+        for (int64_t c = 0; c < chunks; c++) {
+            int64_t begin = c * INT8_ROWS_CHUNK, end = begin + INT8_ROWS_CHUNK < groups ? begin + INT8_ROWS_CHUNK : groups;
+            int8_rows_range(packed, scale, qx + first * k, dx + first * blocks, out + first * rows, begin, end, rows,
+                            k, tile, rows, portable);
+        }
     }
+    free(qx);
+    return 0;
 }
 
 #endif

@@ -15,8 +15,8 @@ or the device cannot run (`QuantizationError`, naming the layer or the capabilit
 - "native": a GGUF file's 4- and 8-bit layers as stored (see `quantize_model`); any
   other layer or checkpoint stays float. On CPU the 4-bit layers multiply in integers,
   their activations quantized to int8 per block of 32 (`Int4BlockLinear`, as llama.cpp
-  does), and an LM head the file stores as Q8_0 runs as stored too (`Int8BlockHead`), in
-  float32; on a GPU the 4-bit layers are `Int4Linear`s.
+  does), and an LM head the file stores as Q8_0 runs as stored too (`Int8BlockHead`, its
+  activations quantized the same way); on a GPU the 4-bit layers are `Int4Linear`s.
 - None or "float": none; the weights stay in the engine's dtype.
 - "auto" (the default): "native" for the embedded default model on CPU, where it decodes
   several times faster than float and the quality guard finds it within 3% of float's
@@ -28,11 +28,12 @@ gives a cold prefill's logits exactly; logits still differ in their last float32
 with the other rows of their step where the LM head is float (torch's matmul; native's
 int8 head is row by row).
 
-Every linear layer of the decoder is quantized. The LM head stays float32, or, under
-native, reads the file's int8 blocks but still multiplies in float32: the packed kernels
-return their activations' bfloat16, and logits rounded to it (a step of 1/16 at a logit
-of 10) would change what sampling draws and what logprobs report whenever the hidden
-state moves by a rounding. Norms, biases and the rotary tables stay float too.
+Every linear layer of the decoder is quantized. The LM head stays float32 under int8 and
+int4: torch's packed kernels return their activations' bfloat16, and logits rounded to it
+(a step of 1/16 at a logit of 10) would change what sampling draws and what logprobs
+report whenever the hidden state moves by a rounding. Under native on CPU it reads the
+file's int8 blocks with int8 activations, whose logits stay float32 (each block's
+integer sum scaled and added in float32). Norms, biases and the rotary tables stay float.
 Must not read checkpoints or know more of the model than its linear layers.
 """
 
@@ -186,23 +187,32 @@ class Int4BlockLinear(nn.Module):
 
 class Int8BlockHead(nn.Module):
     """The LM head as a GGUF file stores it in Q8_0: int8 weights in blocks of 32 with a
-    float32 scale each, multiplied in float32 by `kernels.int8_matmul` on CPU. Its logits
-    are the float head's up to the order of the sums (a quarter of the bytes read per
-    step), and a row's logits are the same bits whatever else the step holds."""
+    float32 scale each, held in `kernels.int8_matmul`'s layout and multiplied on CPU by
+    its kernel: the activations are quantized to int8 per block of 32 and the products
+    summed in integers, as llama.cpp does (the quality guard measures the cost). A row's
+    logits are the same bits whatever else the step holds."""
 
     def __init__(self, q: torch.Tensor, scale: torch.Tensor):
+        """`q` int8 [vocab, hidden], `scale` [vocab, hidden / 32], as the file holds them."""
         super().__init__()
         compiled.require()
-        int8_matmul.check_blocks(q, scale)
-        self.register_buffer("q", q.contiguous())
-        self.register_buffer("scale", scale.contiguous())
+        self.rows = q.shape[0]
+        packed, scales = int8_matmul.pack(q, scale)
+        int8_matmul.check_blocks(packed, scales, self.rows)
+        self.register_buffer("packed", packed)
+        self.register_buffer("scales", scales)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return int8_matmul.matmul(x, self.q, self.scale)
+        return int8_matmul.matmul(x, self.packed, self.scales, self.rows)
+
+    def lookup(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows `ids` of the weights in float32, exactly as the file's blocks give them."""
+        return int8_matmul.lookup(self.packed, self.scales, ids)
 
     def dequantized(self) -> torch.Tensor:
-        rows, cols = self.q.shape
-        return (self.q.float().reshape(rows, -1, int8_matmul.BLOCK) * self.scale[..., None]).reshape(rows, cols)
+        q = int8_matmul.unpack(self.packed, self.rows).float()
+        scale = int8_matmul.per_row(self.scales, self.rows)
+        return (q.reshape(self.rows, -1, int8_matmul.BLOCK) * scale[..., None]).reshape(self.rows, -1)
 
 
 class Int8BlockEmbedding(nn.Module):
@@ -213,12 +223,10 @@ class Int8BlockEmbedding(nn.Module):
 
     def __init__(self, head: Int8BlockHead):
         super().__init__()
-        self.q, self.scale = head.q, head.scale  # shared with the head, not copied
+        self.lookup = head.lookup  # the head's blocks, shared, not copied
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        rows, width = ids.shape[0], self.q.shape[1]
-        q, scale = self.q.index_select(0, ids), self.scale.index_select(0, ids)
-        return (q.float().view(rows, -1, int8_matmul.BLOCK) * scale[..., None]).view(rows, width)
+        return self.lookup(ids)
 
 
 class Fp8Linear(nn.Module):
