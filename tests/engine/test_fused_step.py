@@ -154,3 +154,28 @@ def test_the_cache_a_fused_step_writes_is_the_per_op_paths(batch):
     for (k1, v1), (k2, v2) in zip(fused_engine.runner.kv_caches, per_op_engine.runner.kv_caches):
         assert k1.abs().sum() > 0  # the steps wrote
         assert torch.equal(k1, k2) and torch.equal(v1, v2)
+
+
+def test_a_fused_step_never_reads_a_slot_it_did_not_write():
+    """Fresh blocks are not cleared when the fused step runs; with every slot of the cache
+    NaN beforehand, the tokens and logprobs are still the per-op path's on a cleared cache."""
+    engine = native_tiny_engine()
+    prompts = [list(range(5, 5 + n)) for n in (3, 17, 40)]
+    for k_cache, v_cache in engine.runner.kv_caches:
+        k_cache.fill_(float("nan"))
+        v_cache.fill_(float("nan"))
+    fused = engine.generate(prompts, PARAMS)
+    stale = engine.runner.kv_caches[0][0].isnan().flatten(1)
+    assert (stale.any(1) & ~stale.all(1)).any()  # a block written in part kept its NaNs: not cleared
+    for k_cache, v_cache in engine.runner.kv_caches:
+        k_cache.zero_()
+        v_cache.zero_()
+    kept, engine.runner.fused_step = engine.runner.fused_step, None
+    try:
+        engine.blocks.reset_prefix_cache()
+        per_op = engine.generate(prompts, PARAMS)
+    finally:
+        engine.runner.fused_step = kept
+    for a, b in zip(fused, per_op):
+        assert a.token_ids == b.token_ids
+        assert a.logprobs == b.logprobs
