@@ -26,7 +26,9 @@ filters applied before it.
 
 Randomness: each sampled row takes exactly one uniform number per step and picks the
 token where it falls in the cumulative distribution (float64 cumulative sums, so even a
-flat 50k-token distribution is sampled without visible rounding bias). A row with a
+flat 50k-token distribution is sampled without visible rounding bias). On CPU, rows that
+ask for a temperature alone are drawn by one C call (`kernels.sample_cpu`, its own
+exponential, the same rule) instead of torch's ops. A row with a
 `generator` (a seeded request) draws that number from its own generator, whatever else is
 in the batch, so its tokens depend only on its seed and its own logits; rows without one
 use the global torch RNG. One uniform per row, rather than one exponential per token for
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 
 import torch
 
+from structgen.engine.kernels import sample_cpu
 from structgen.engine.sampling_params import SamplingParams
 
 __all__ = [
@@ -111,7 +114,7 @@ class Sampler:
         if penalized_rows:
             logits = _penalize_rows(logits, rows, penalized_rows)
 
-        row_max, token_ids = logits.max(dim=-1)
+        row_max, token_ids = sample_cpu.largest(logits) if sample_cpu.fits(logits) else logits.max(dim=-1)
         sampled_rows = [i for i, row in enumerate(rows) if not row.params.greedy]
         if sampled_rows:
             sampled = _sample_random(
@@ -228,9 +231,39 @@ def _penalize_rows(
 def _sample_random(
     logits: torch.Tensor, row_max: torch.Tensor, argmax_ids: torch.Tensor, rows: list[SamplerRow]
 ) -> torch.Tensor:
-    filtered = _scale_and_filter(logits, row_max, [row.params for row in rows])
-    weights = filtered.exp_()  # unnormalized: rows are max-shifted, the top token weighs 1
     uniforms = _uniforms([row.generator for row in rows], logits.device)
+    params = [row.params for row in rows]
+    plain = [i for i, p in enumerate(params) if _temperature_only(p, logits.shape[1])]
+    if plain and sample_cpu.fits(logits):
+        # Rows with no finite maximum get -1 later; give the kernel a finite one meanwhile.
+        largest = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
+        picked = sample_cpu.sample(_rows_of(logits, plain), _rows_of(largest, plain),
+                                   _per_row([params[i].temperature for i in plain], logits.device).squeeze(1),
+                                   _rows_of(uniforms, plain))
+        # A row whose every weight is 0 (no finite logit) has nothing to pick: its argmax stands.
+        picked = torch.where(picked >= 0, picked, _rows_of(argmax_ids, plain))
+        chosen = set(plain)
+        rest = [i for i in range(len(rows)) if i not in chosen]
+        if not rest:
+            return picked
+        tokens = _with_rows(argmax_ids, plain, picked)
+        rest_tokens = _sample_filtered(_rows_of(logits, rest), _rows_of(row_max, rest), _rows_of(argmax_ids, rest),
+                                       [params[i] for i in rest], _rows_of(uniforms, rest))
+        return _with_rows(tokens, rest, rest_tokens)
+    return _sample_filtered(logits, row_max, argmax_ids, params, uniforms)
+
+
+def _temperature_only(params: SamplingParams, vocab_size: int) -> bool:
+    """Whether a row asks for nothing but a temperature (no min-p, top-k or top-p)."""
+    return params.min_p <= 0.0 and not 0 < params.top_k < vocab_size and params.top_p >= 1.0
+
+
+def _sample_filtered(
+    logits: torch.Tensor, row_max: torch.Tensor, argmax_ids: torch.Tensor, params: list[SamplingParams],
+    uniforms: torch.Tensor,
+) -> torch.Tensor:
+    filtered = _scale_and_filter(logits, row_max, params)
+    weights = filtered.exp_()  # unnormalized: rows are max-shifted, the top token weighs 1
     return _invert_cumulative(weights, uniforms, argmax_ids)
 
 

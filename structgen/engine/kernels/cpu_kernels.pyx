@@ -12,10 +12,13 @@
   their cache slots, float32 or float16 (`cache_rows`; half_floats.h converts, and
   `half_to_float` reads float16 back);
 - silu_mul_rows.h: the SiLU-gated MLP activation (`silu_mul`);
+- sample_rows.h: each row's largest logit and its token (`largest_rows`), and one token
+  per row of logits drawn at a temperature (`sample_rows`);
 - fused_layers.h: all of them chained, a step through every decoder layer of a model
   with 4-bit block projections (`fused_layers`).
 Owns only the calls into C, with the GIL released. Arrays are passed as addresses: the
-callers (int8_matmul.py, int4_matmul.py, norm_cpu.py, attention_torch.py, fused_step.py)
+callers (int8_matmul.py, int4_matmul.py, norm_cpu.py, attention_torch.py, fused_step.py,
+sampler.py)
 check dtype, device, shape and contiguity first."""
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uintptr_t
@@ -27,6 +30,13 @@ cdef extern from "int8_rows.h":
 cdef extern from "int4_rows.h":
     int c_int4_rows "int4_rows"(const uint8_t *packed, const float *scale, const float *minimum, const float *x,
                                 float *out, int64_t rows, int64_t k, int64_t n, int portable) nogil
+
+cdef extern from "sample_rows.h":
+    int c_sample_rows "sample_rows"(const float *logits, int64_t n, int64_t vocab, int64_t ld, const float *largest,
+                                    const float *temperature, const double *uniforms, int64_t *tokens,
+                                    int portable) nogil
+    void largest_rows(const float *logits, int64_t n, int64_t vocab, int64_t ld, float *largest, int64_t *tokens,
+                      int portable) nogil
 
 cdef extern from "rms_norm_rows.h":
     void rms_norm_rows(const float *x, const float *delta, float *total, const float *weight, float *out,
@@ -86,6 +96,26 @@ def int4_matmul_rows(uintptr_t packed, uintptr_t scale, uintptr_t minimum, uintp
                              <const float *>x, <float *>out, rows, k, n, portable)
     if status != 0:
         raise MemoryError("int4 matmul: no memory for the quantized activations")
+
+
+def sample_rows(uintptr_t logits, int64_t n, int64_t vocab, int64_t ld, uintptr_t largest, uintptr_t temperature,
+                uintptr_t uniforms, uintptr_t tokens, bint portable=False):
+    """tokens [n] int64: per row of logits [n, vocab] (row stride ld), the token its
+    uniform picks from e^((l - largest) / temperature) (sample_rows.h)."""
+    cdef int status
+    with nogil:
+        status = c_sample_rows(<const float *>logits, n, vocab, ld, <const float *>largest,
+                               <const float *>temperature, <const double *>uniforms, <int64_t *>tokens, portable)
+    if status != 0:
+        raise MemoryError("sampling: no memory for the weights")
+
+
+def largest(uintptr_t logits, int64_t n, int64_t vocab, int64_t ld, uintptr_t largest, uintptr_t tokens,
+            bint portable=False):
+    """largest [n] float32 and tokens [n] int64: each row's largest logit and the first
+    token holding it (NaN and its token where the row has one)."""
+    with nogil:
+        largest_rows(<const float *>logits, n, vocab, ld, <float *>largest, <int64_t *>tokens, portable)
 
 
 def rms_norm(uintptr_t x, uintptr_t delta, uintptr_t total, uintptr_t weight, uintptr_t out, int64_t n, int64_t k,
