@@ -37,9 +37,10 @@ def allocate_kv_cache(
     config: ModelConfig, num_blocks: int, block_size: int, dtype: torch.dtype, device
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The K and V tensors of each layer. Left unwritten but for the null block 0: the
-    engine zeroes every other block when it hands it out (`block_manager.fresh_blocks`),
-    so start-up does not write the whole pool (on CPU, 1 GiB took seconds to zero, and
-    pages never written take no memory)."""
+    engine zeroes every other block when it hands it out (`block_manager.fresh_blocks`;
+    a fused CPU step, which reads only slots written before, skips that), so start-up
+    does not write the whole pool (on CPU, 1 GiB took seconds to zero, and pages never
+    written take no memory until the blocks on them are first used)."""
     shape = (num_blocks, block_size, config.num_kv_heads, config.head_dim)
     caches = []
     for _ in range(config.num_layers):
