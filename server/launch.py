@@ -29,7 +29,7 @@ class ServeOptions:
     kv_cache_bytes: int | None = None
     quantization: str | None = AUTO  # native for the embedded model on CPU, float otherwise
     quantization_group_size: int = DEFAULT_GROUP_SIZE
-    kv_cache_dtype: str | None = None  # None: the model's dtype
+    kv_cache_dtype: str | None = None  # None: the engine's default (EngineConfig.kv_cache_dtype)
     max_num_seqs: int | None = None
     max_waiting: int = 512  # requests queued beyond the running batch before 429s
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES

@@ -64,8 +64,7 @@ class Engine:
                             max_positions=config.max_model_len, seed=config.seed)
         self.model, self.config, self.model_name = loaded.model, loaded.config, loaded.name
         self._quantize(loaded, config, on_gpu)
-        self.kv_dtype = self.dtype if config.kv_cache_dtype is None else _dtype(config.kv_cache_dtype, on_gpu,
-                                                                                  "kv_cache_dtype")
+        self.kv_dtype = _kv_dtype(config.kv_cache_dtype, self.dtype, self.quantization, on_gpu)
         self.max_model_len = min(config.max_model_len or self.config.max_position_embeddings,
                                  self.config.max_position_embeddings)
         self.tokenizer, self.vocab = _tokenizer_and_vocab(config.tokenizer, loaded)
@@ -539,6 +538,15 @@ def _dtype(dtype: torch.dtype | str | None, on_gpu: bool, option: str = "dtype")
     if chosen not in names.values():
         raise InvalidParameterError(option, f"unknown dtype {dtype!r}; use one of {', '.join(names)}")
     return chosen
+
+
+def _kv_dtype(option: torch.dtype | str | None, model_dtype: torch.dtype, quantization: str,
+              on_gpu: bool) -> torch.dtype:
+    """The KV cache's dtype: the option's; unset, float16 under native quantization on CPU
+    (as llama.cpp's default cache; docs/engine.md has the measures), else the model's."""
+    if option is not None:
+        return _dtype(option, on_gpu, "kv_cache_dtype")
+    return torch.float16 if quantization == NATIVE and not on_gpu else model_dtype
 
 
 def _backend(name: str, on_gpu: bool):

@@ -1,8 +1,9 @@
 """The KV cache tensors and how many blocks fit a memory budget.
 
 Per layer, K and V are preallocated as [num_blocks, block_size, kv_heads, head_dim].
-The pool is sized by a byte budget on CPU or by a fraction of GPU memory. Owns the
-tensors only; `block_manager.py` decides which blocks belong to whom.
+The pool is sized by a byte budget on CPU or by a fraction of GPU memory, and written once
+at start so that its memory is taken up front. Owns the tensors only; `block_manager.py`
+decides which blocks belong to whom.
 """
 
 from __future__ import annotations
@@ -36,16 +37,13 @@ def _activation_reserve(device: torch.device) -> int:
 def allocate_kv_cache(
     config: ModelConfig, num_blocks: int, block_size: int, dtype: torch.dtype, device
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The K and V tensors of each layer. Left unwritten but for the null block 0: the
-    engine zeroes every other block when it hands it out (`block_manager.fresh_blocks`;
-    a fused CPU step, which reads only slots written before, skips that), so start-up
-    does not write the whole pool (on CPU, 1 GiB took seconds to zero, and pages never
-    written take no memory until the blocks on them are first used)."""
+    """The K and V tensors of each layer, zeroed. Writing the whole pool at start commits
+    its memory then (on CPU, 0.2-0.3 s per GiB on the 2-core test machine): a pool left
+    unwritten takes host memory only as its blocks are first used, so a server's resident
+    memory would creep up for as long as prefix caching cycles through the pool (with a
+    float16 cache it rose by 0.4-0.6 GB through benchmarks/serve.py's levels), and each
+    first touch would fault inside a step (1.1 s per GiB in all). The engine still clears each block
+    it hands out (`ModelRunner.zero_blocks`), for the paths that read whole blocks."""
     shape = (num_blocks, block_size, config.num_kv_heads, config.head_dim)
-    caches = []
-    for _ in range(config.num_layers):
-        k, v = torch.empty(shape, dtype=dtype, device=device), torch.empty(shape, dtype=dtype, device=device)
-        k[0].zero_()
-        v[0].zero_()
-        caches.append((k, v))
-    return caches
+    return [(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+            for _ in range(config.num_layers)]

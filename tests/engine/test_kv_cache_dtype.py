@@ -80,8 +80,13 @@ def test_fused_and_per_op_steps_agree_over_a_float16_cache():
 def embedded():
     engine = Engine(kv_cache_bytes=48 << 20, kv_cache_dtype="float16")
     assert engine.quantization == "native" and engine.kv_dtype is torch.float16
-    assert Engine(kv_cache_bytes=8 << 20).kv_dtype is torch.float32  # the default: the model's dtype
     return engine
+
+
+def test_the_default_is_float16_under_native_on_cpu_and_the_models_dtype_otherwise():
+    assert Engine(kv_cache_bytes=8 << 20).kv_dtype is torch.float16  # the embedded model: native
+    assert Engine(quantization="float", kv_cache_bytes=8 << 20).kv_dtype is torch.float32
+    assert Engine(kv_cache_bytes=8 << 20, kv_cache_dtype="float32").kv_dtype is torch.float32
 
 
 def test_a_prefix_hit_over_a_float16_cache_gives_the_cold_logprobs(embedded):
