@@ -21,8 +21,9 @@ class EngineConfig:
     tokenizer: Any = None  # None: the model's own
     load_format: str = "auto"  # "auto" or "dummy" (random weights of the model's shape)
     dtype: Any = None  # None: bfloat16 on GPU, float32 on CPU
-    # the KV cache's: "float16", "bfloat16" or "float32"; None: float16 under native
-    # quantization on CPU (half the memory per token, 1.005x float's perplexity), else the dtype above
+    # the KV cache's: "float16", "bfloat16", "float32", or one byte per element and a scale per
+    # row, "int8" or "fp8" (kernels/quantized_kv.py); None: float16 under native quantization
+    # on CPU (half the memory per token, 1.005x float's perplexity), else the dtype above
     kv_cache_dtype: Any = None
     # weights: "int8", "int4", "fp8" (GPU), "native" (a GGUF file's 4- and 8-bit layers as
     # stored, on CPU), None / "float": the dtype above, or "auto": native for the embedded

@@ -25,7 +25,7 @@ from structgen.engine.detokenizer import IncrementalDetokenizer
 from structgen.engine.jump_forward import RETOKENIZED_TAIL, Jump, plan_jump
 from structgen.engine.masks import MIN_PATIENCE_S, GrammarMasks, patience
 from structgen.engine.models.loader import load_model
-from structgen.engine.models.quantization import AUTO, FLOAT, NATIVE, quantize_model
+from structgen.engine.models.quantization import AUTO, FLOAT, NATIVE, check_fp8_device, quantize_model
 from structgen.engine.request import Request, RequestOutput, Status
 from structgen.engine.runner import ModelRunner
 from structgen.engine.sampler import Sampler, SamplerRow
@@ -64,7 +64,7 @@ class Engine:
                             max_positions=config.max_model_len, seed=config.seed)
         self.model, self.config, self.model_name = loaded.model, loaded.config, loaded.name
         self._quantize(loaded, config, on_gpu)
-        self.kv_dtype = _kv_dtype(config.kv_cache_dtype, self.dtype, self.quantization, on_gpu)
+        self.kv_dtype = _kv_dtype(config.kv_cache_dtype, self.dtype, self.quantization, self.device)
         self.max_model_len = min(config.max_model_len or self.config.max_position_embeddings,
                                  self.config.max_position_embeddings)
         self.tokenizer, self.vocab = _tokenizer_and_vocab(config.tokenizer, loaded)
@@ -529,23 +529,32 @@ def _nothing_to_sample(request: Request) -> str:
             f"({request.matcher.grammar!r}); please report the request that led here")
 
 
-def _dtype(dtype: torch.dtype | str | None, on_gpu: bool, option: str = "dtype") -> torch.dtype:
+def _dtype(dtype: torch.dtype | str | None, on_gpu: bool, option: str = "dtype",
+           extra: tuple[str, ...] = ()) -> torch.dtype:
     if dtype is None:
         return torch.bfloat16 if on_gpu else torch.float32
     names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
              "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
     chosen = names.get(dtype) if isinstance(dtype, str) else dtype
     if chosen not in names.values():
-        raise InvalidParameterError(option, f"unknown dtype {dtype!r}; use one of {', '.join(names)}")
+        raise InvalidParameterError(option, f"unknown dtype {dtype!r}; use one of {', '.join((*names, *extra))}")
     return chosen
 
 
 def _kv_dtype(option: torch.dtype | str | None, model_dtype: torch.dtype, quantization: str,
-              on_gpu: bool) -> torch.dtype:
+              device: torch.device) -> torch.dtype:
     """The KV cache's dtype: the option's; unset, float16 under native quantization on CPU
-    (as llama.cpp's default cache; docs/engine.md has the measures), else the model's."""
+    (as llama.cpp's default cache; docs/engine.md has the measures), else the model's.
+    int8 and fp8 store a byte per element (kernels/quantized_kv.py); fp8 on a GPU needs
+    compute capability 8.9, as fp8 weights do."""
+    on_gpu = device.type == "cuda"
     if option is not None:
-        return _dtype(option, on_gpu, "kv_cache_dtype")
+        one_byte = kv_cache.ONE_BYTE_DTYPES.get(option) if isinstance(option, str) else option
+        if one_byte in kv_cache.ONE_BYTE_DTYPES.values():
+            if one_byte is torch.float8_e4m3fn and on_gpu:
+                check_fp8_device(device)  # fp8 conversions in the kernels need it
+            return one_byte
+        return _dtype(option, on_gpu, "kv_cache_dtype", extra=tuple(kv_cache.ONE_BYTE_DTYPES))
     return torch.float16 if quantization == NATIVE and not on_gpu else model_dtype
 
 

@@ -19,6 +19,7 @@ from types import ModuleType
 import numpy as np
 import torch
 
+from structgen.engine import kv_cache
 from structgen.engine.fused_step import FusedStep
 from structgen.engine.kernels.attention_torch import AttentionMetadata
 from structgen.engine.models.llama import LlamaForCausalLM
@@ -82,8 +83,8 @@ class ModelRunner:
             return
         index = torch.tensor(blocks, dtype=torch.int64, device=self.device)
         for k_cache, v_cache in self.kv_caches:
-            k_cache.index_fill_(0, index, 0)
-            v_cache.index_fill_(0, index, 0)
+            kv_cache.clear_blocks(k_cache, index)
+            kv_cache.clear_blocks(v_cache, index)
 
     @torch.inference_mode()
     def execute(self, chunks: list[ScheduledChunk]) -> torch.Tensor:

@@ -272,20 +272,23 @@ def compile_for_gpu(kernel, pointer_types: dict[str, str], constexprs: dict, flo
 def test_attention_kernels_compile_for_gpu(dtype, head_dim):
     element = {torch.bfloat16: "*bf16", torch.float32: "*fp32"}[dtype]
     pointers = {"query_ptr": element, "k_cache_ptr": element, "v_cache_ptr": element, "out_ptr": element,
+                    "k_scale_ptr": element, "v_scale_ptr": element,  # unread without QUANTIZED
                     "block_tables_ptr": "*i32", "seq_lens_ptr": "*i32", "query_start_loc_ptr": "*i32"}
     for kernel, config in (
         (attention_triton._decode_kernel, attention_triton.decode_config(3, 16, head_dim, dtype)),
         (attention_triton._prefill_kernel, attention_triton.prefill_config(3, 16, head_dim, dtype)),
     ):
-        compiled = compile_for_gpu(kernel, pointers, config)
+        compiled = compile_for_gpu(kernel, pointers, {**config, "QUANTIZED": False})
         assert compiled.metadata.shared <= 160 * 1024
 
 
 @compiles_for_gpu
 def test_write_kv_kernel_compiles_for_gpu():
     pointers = {"key_ptr": "*bf16", "value_ptr": "*bf16", "k_cache_ptr": "*bf16", "v_cache_ptr": "*bf16",
-                    "slot_mapping_ptr": "*i64"}
-    compile_for_gpu(attention_triton._write_kv_kernel, pointers, {"BLOCK_SIZE": 16, "BLOCK_H": 4, "BLOCK_D": 64})
+                    "k_scale_ptr": "*bf16", "v_scale_ptr": "*bf16", "slot_mapping_ptr": "*i64"}
+    compile_for_gpu(attention_triton._write_kv_kernel, pointers, {"BLOCK_SIZE": 16, "BLOCK_H": 4, "BLOCK_D": 64,
+                                                                  "QUANTIZED": False, "LARGEST": 0.0,
+                                                                  "ROUND_TO_INT": False})
 
 
 TRITON_CASES = {

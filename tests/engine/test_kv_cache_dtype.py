@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import structgen
-from structgen.engine import Engine, SamplingParams
+from structgen.engine import Engine, SamplingParams, kv_cache
 from structgen.engine.kernels import attention_torch
 from structgen.engine.kernels.compiled import cpu_kernels
 from structgen.engine.sampling_params import InvalidParameterError
@@ -89,24 +89,24 @@ def test_the_default_is_float16_under_native_on_cpu_and_the_models_dtype_otherwi
     assert Engine(kv_cache_bytes=8 << 20, kv_cache_dtype="float32").kv_dtype is torch.float32
 
 
-def test_a_prefix_hit_over_a_float16_cache_gives_the_cold_logprobs(embedded):
-    prompt = embedded.tokenizer.encode("The quick brown fox jumps over the lazy dog, and then it runs far " * 3)[:40]
+def assert_a_prefix_hit_gives_the_cold_logprobs(engine: Engine) -> None:
+    prompt = engine.tokenizer.encode("The quick brown fox jumps over the lazy dog, and then it runs far " * 3)[:40]
     params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=20)
-    embedded.blocks.reset_prefix_cache()
-    cold = embedded.generate([prompt], params)[0].logprobs
-    embedded.blocks.reset_prefix_cache()
-    embedded.generate([prompt[:32]], params)
-    hits = embedded.blocks.prefix_hits
-    assert embedded.generate([prompt], params)[0].logprobs == cold
-    assert embedded.blocks.prefix_hits - hits == 32
+    engine.blocks.reset_prefix_cache()
+    cold = engine.generate([prompt], params)[0].logprobs
+    engine.blocks.reset_prefix_cache()
+    engine.generate([prompt[:32]], params)
+    hits = engine.blocks.prefix_hits
+    assert engine.generate([prompt], params)[0].logprobs == cold
+    assert engine.blocks.prefix_hits - hits == 32
 
 
-def test_preemption_over_a_float16_cache_changes_no_token():
+def assert_preemption_changes_no_token(kv_cache_dtype: str) -> None:
     """A pool too small for six requests at once preempts some; their outputs are those of
     a pool that holds them all."""
-    big = Engine(kv_cache_bytes=48 << 20, kv_cache_dtype="float16")
-    block_bytes = big.runner.kv_caches[0][0][0].nbytes * 2 * len(big.runner.kv_caches)
-    small = Engine(kv_cache_bytes=13 * block_bytes, max_num_batched_tokens=64, kv_cache_dtype="float16")
+    big = Engine(kv_cache_bytes=48 << 20, kv_cache_dtype=kv_cache_dtype)
+    block_bytes = kv_cache.block_bytes(big.config, big.block_size, big.kv_dtype)
+    small = Engine(kv_cache_bytes=13 * block_bytes, max_num_batched_tokens=64, kv_cache_dtype=kv_cache_dtype)
     assert small.blocks.num_blocks == 12
     prompts = [big.tokenizer.encode(f"Count from {n} upwards, one number per line:") for n in range(6)]
     params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
@@ -115,23 +115,37 @@ def test_preemption_over_a_float16_cache_changes_no_token():
     assert small.stats().num_preemptions > 0
 
 
-def test_jump_forward_over_a_float16_cache_keeps_the_text(embedded):
+def assert_jump_forward_keeps_the_text(engine: Engine, closed: bool = False) -> None:
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                                "age": {"type": "integer"}}, "required": ["name", "age"]}
-    grammar = structgen.compile_json_schema(schema, embedded.vocab)
-    prompt = embedded.tokenizer.encode("A person as JSON: ")
+    if closed:
+        schema["additionalProperties"] = False
+    grammar = structgen.compile_json_schema(schema, engine.vocab)
+    prompt = engine.tokenizer.encode("A person as JSON: ")
     params = SamplingParams(max_tokens=40, temperature=0.0)
     outs = []
     for jump in (False, True):
-        request_id = embedded.add_request(prompt, params, grammar=grammar, jump_forward=jump)
-        while (done := [o for o in embedded.step() if o.request_id == request_id and o.finished]) == []:
+        request_id = engine.add_request(prompt, params, grammar=grammar, jump_forward=jump)
+        while (done := [o for o in engine.step() if o.request_id == request_id and o.finished]) == []:
             pass
         outs.append(done[0])
     assert json.loads(outs[0].text) == json.loads(outs[1].text)
     assert outs[0].metrics.num_forced_tokens == 0 < outs[1].metrics.num_forced_tokens
 
 
-@pytest.mark.parametrize("dtype", ["int3", 5, torch.int8])
+def test_a_prefix_hit_over_a_float16_cache_gives_the_cold_logprobs(embedded):
+    assert_a_prefix_hit_gives_the_cold_logprobs(embedded)
+
+
+def test_preemption_over_a_float16_cache_changes_no_token():
+    assert_preemption_changes_no_token("float16")
+
+
+def test_jump_forward_over_a_float16_cache_keeps_the_text(embedded):
+    assert_jump_forward_keeps_the_text(embedded)
+
+
+@pytest.mark.parametrize("dtype", ["int3", 5, torch.uint8])
 def test_a_kv_cache_dtype_it_cannot_take_is_refused_by_name(dtype):
     with pytest.raises(InvalidParameterError, match="kv_cache_dtype"):
         Engine(kv_cache_dtype=dtype, kv_cache_bytes=8 << 20)

@@ -1,7 +1,8 @@
 """Paged attention in plain torch: the CPU backend and the oracle for the Triton kernels.
 
 Layout (shared with `attention_triton`):
-- KV cache per layer: `k_cache`, `v_cache` of shape [num_blocks, block_size, kv_heads, head_dim].
+- KV cache per layer: `k_cache`, `v_cache` of shape [num_blocks, block_size, kv_heads, head_dim]
+  (int8 and fp8 caches: `quantized_kv.QuantizedCache`, read back in float32).
 - A step is one flat ("varlen") batch of T new tokens from B sequences, decodes first:
   sequence b owns new tokens query_start_loc[b] : query_start_loc[b+1] and, after this
   step, seq_lens[b] tokens of context (cached prefix + new tokens). Its new token i sits
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from structgen.engine.kernels import quantized_kv
 from structgen.engine.kernels.compiled import cpu_kernels  # None where not built: torch's path runs
 
 # A backend is the whole set of a layer's kernels: the element-wise ops travel with it.
@@ -85,6 +87,10 @@ def write_kv_cache(
     slot_mapping: torch.Tensor,  # [T] int64
 ) -> None:
     """Store the new tokens' keys and values at their slots."""
+    if quantized_kv.is_quantized(k_cache):
+        quantized_kv.write_rows(key, k_cache, slot_mapping)
+        quantized_kv.write_rows(value, v_cache, slot_mapping)
+        return
     if cache_rows_in_c(key, k_cache, slot_mapping) and cache_rows_in_c(value, v_cache, slot_mapping):
         width = k_cache.shape[2] * k_cache.shape[3]
         for rows, cache in ((key, k_cache), (value, v_cache)):
@@ -185,6 +191,8 @@ def _as(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def _gather_blocks(cache: torch.Tensor, block_ids: torch.Tensor) -> torch.Tensor:
     """Whole cache blocks [..., nb] -> [..., nb * block_size, kv_heads, head_dim]. Copying
     whole blocks (not token rows) keeps the copy a few large memcpys."""
+    if quantized_kv.is_quantized(cache):
+        return quantized_kv.dequantized_blocks(cache, block_ids)
     bs, kvh, dim = cache.shape[1:]
     flat = cache.view(cache.shape[0], -1).index_select(0, block_ids.reshape(-1))
     return flat.view(*block_ids.shape[:-1], block_ids.shape[-1] * bs, kvh, dim)
@@ -230,8 +238,8 @@ def _prefill_attention(query, k_cache, v_cache, meta: AttentionMetadata, b: int,
     first_tile, end_tile = (seq_len - q_len) // PREFILL_TILE, -(-seq_len // PREFILL_TILE)
     end = end_tile * PREFILL_TILE
     blocks = meta.block_tables[b, : -(-seq_len // k_cache.shape[1])].long()
-    keys = _keys_up_to(_gather_blocks(k_cache, blocks), seq_len, end)  # [kvh, end, d]
-    values = _keys_up_to(_gather_blocks(v_cache, blocks), seq_len, end)
+    keys = _keys_up_to(_as(_gather_blocks(k_cache, blocks), query.dtype), seq_len, end)  # [kvh, end, d]
+    values = _keys_up_to(_as(_gather_blocks(v_cache, blocks), query.dtype), seq_len, end)
     start = first_tile * PREFILL_TILE
     padded = query.new_zeros(end - start, *query.shape[1:])
     padded[seq_len - q_len - start : seq_len - start] = query

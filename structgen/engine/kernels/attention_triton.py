@@ -1,7 +1,8 @@
 """Paged attention as Triton kernels: the GPU backend of `attention_torch`'s contract.
 
 Owns three kernels with `attention_torch`'s signatures and layout (see its docstring):
-storing new K/V at their slots, decode attention (one new token per sequence, the
+storing new K/V at their slots (a one-byte cache's with a scale per row, rounded as
+`quantized_kv` rounds), decode attention (one new token per sequence, the
 query heads of one KV head together) and varlen prefill attention (flash-attention
 style over the cached prefix plus the new tokens, causal). Both attention kernels
 use an online softmax with fp32 accumulation.
@@ -20,6 +21,7 @@ import functools
 
 import torch
 
+from structgen.engine.kernels import quantized_kv
 from structgen.engine.kernels.attention_torch import AttentionMetadata
 
 # A backend is the whole set of a layer's kernels: the element-wise ops travel with it.
@@ -64,35 +66,77 @@ def _jit(fn):
 
 @_jit
 def _write_kv_kernel(
-    key_ptr, value_ptr, k_cache_ptr, v_cache_ptr, slot_mapping_ptr,
+    key_ptr, value_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, slot_mapping_ptr,
     stride_kt, stride_kh, stride_kd,
     stride_vt, stride_vh, stride_vd,
     stride_cb, stride_cs, stride_ch, stride_cd,
     kv_heads, head_dim,
     BLOCK_SIZE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+    QUANTIZED: tl.constexpr, LARGEST: tl.constexpr, ROUND_TO_INT: tl.constexpr,
 ):
     token = tl.program_id(0)
     slot = tl.load(slot_mapping_ptr + token)
     if slot < 0:  # padding tokens carry slot -1 and write nothing
         return
-    heads = tl.arange(0, BLOCK_H)[:, None]
+    head_ids = tl.arange(0, BLOCK_H)
+    heads = head_ids[:, None]
     dims = tl.arange(0, BLOCK_D)[None, :]
     mask = (heads < kv_heads) & (dims < head_dim)
     cache_offsets = ((slot // BLOCK_SIZE) * stride_cb + (slot % BLOCK_SIZE) * stride_cs
                      + heads * stride_ch + dims * stride_cd)
-    key = tl.load(key_ptr + token * stride_kt + heads * stride_kh + dims * stride_kd, mask=mask)
-    value = tl.load(value_ptr + token * stride_vt + heads * stride_vh + dims * stride_vd, mask=mask)
+    key = tl.load(key_ptr + token * stride_kt + heads * stride_kh + dims * stride_kd, mask=mask, other=0.0)
+    value = tl.load(value_ptr + token * stride_vt + heads * stride_vh + dims * stride_vd, mask=mask, other=0.0)
+    if QUANTIZED:  # a scale per (slot, head), as quantized_kv.quantize_rows
+        scale_offsets = slot * kv_heads + head_ids
+        key = _quantized_rows(key, k_scale_ptr + scale_offsets, head_ids < kv_heads, LARGEST, ROUND_TO_INT)
+        value = _quantized_rows(value, v_scale_ptr + scale_offsets, head_ids < kv_heads, LARGEST, ROUND_TO_INT)
+        if not ROUND_TO_INT:  # fp8, stored as its bytes
+            key, value = _e4m3_bytes(key), _e4m3_bytes(value)
     tl.store(k_cache_ptr + cache_offsets, key.to(k_cache_ptr.dtype.element_ty), mask=mask)
     tl.store(v_cache_ptr + cache_offsets, value.to(v_cache_ptr.dtype.element_ty), mask=mask)
 
 
 @_jit
+def _quantized_rows(rows, scale_ptrs, heads_valid, LARGEST: tl.constexpr, ROUND_TO_INT: tl.constexpr):
+    """Rows [BLOCK_H, BLOCK_D] over their scales (stored at scale_ptrs), clamped to
+    +-LARGEST and, for int8, rounded half away from zero."""
+    rows = rows.to(tl.float32)
+    scales = tl.max(tl.abs(rows), axis=1) / LARGEST
+    tl.store(scale_ptrs, scales, mask=heads_valid)
+    safe = tl.where(scales > 0, scales, 1.0)
+    scaled = tl.minimum(tl.maximum(rows / safe[:, None], -LARGEST), LARGEST)
+    if ROUND_TO_INT:
+        rounded = tl.floor(tl.abs(scaled) + 0.5)
+        scaled = tl.where(scaled < 0, -rounded, rounded)
+    return scaled
+
+
+@_jit
+def _e4m3_bytes(scaled):
+    """float32 values within +-448 -> their float8_e4m3fn bytes, rounded to nearest even
+    as torch's conversion rounds. Done in integers: Triton's interpreter rounds its own
+    fp8 conversions half up and without carrying into the exponent."""
+    bits = scaled.to(tl.int32, bitcast=True)
+    sign = (bits >> 24) & 0x80
+    magnitude = bits & 0x7FFFFFFF
+    # A normal e4m3 value: keep 3 of float32's 23 mantissa bits, ties to even (a carry
+    # moves into the exponent), then rebias the exponent from 127 to 7.
+    normal = ((magnitude + 0x7FFFF + ((magnitude >> 20) & 1)) >> 20) - ((127 - 7) << 3)
+    # Below 2^-6, multiples of 2^-9: rounded to an integer by adding and taking away 2^23.
+    subnormal = ((tl.abs(scaled) * 512.0 + 8388608.0) - 8388608.0).to(tl.int32)
+    code = tl.where(magnitude < 0x3C800000, subnormal, normal)  # 0x3C800000 = 2^-6
+    return (code | sign).to(tl.uint8)
+
+
+@_jit
 def _load_kv_tile(
-    k_cache_ptr, v_cache_ptr, table_row_ptr, positions, seq_len, kv_head, dims, dims_valid,
+    k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row_ptr, positions, seq_len, kv_head, kv_heads,
+    dims, dims_valid,
     stride_cb, stride_cs, stride_ch, stride_cd,
-    BLOCK_SIZE: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, QUANTIZED: tl.constexpr,
 ):
-    """K and V [BLOCK_N, BLOCK_D] of context `positions`, gathered through the block table.
+    """K and V [BLOCK_N, BLOCK_D] of context `positions`, gathered through the block table
+    (a one-byte cache's read back as float32 times each row's scale).
 
     Positions past seq_len load zeros, so stale or NaN cache slots never reach the math.
     """
@@ -103,6 +147,12 @@ def _load_kv_tile(
     mask = in_context[:, None] & dims_valid[None, :]
     keys = tl.load(k_cache_ptr + offsets, mask=mask, other=0.0)
     values = tl.load(v_cache_ptr + offsets, mask=mask, other=0.0)
+    if QUANTIZED:
+        scale_offsets = (blocks.to(tl.int64) * BLOCK_SIZE + positions % BLOCK_SIZE) * kv_heads + kv_head
+        k_scales = tl.load(k_scale_ptr + scale_offsets, mask=in_context, other=0.0)
+        v_scales = tl.load(v_scale_ptr + scale_offsets, mask=in_context, other=0.0)
+        keys = keys.to(tl.float32) * k_scales[:, None]
+        values = values.to(tl.float32) * v_scales[:, None]
     return keys, values
 
 
@@ -141,13 +191,13 @@ def _normalize(acc, row_sum):
 
 @_jit
 def _decode_kernel(
-    query_ptr, k_cache_ptr, v_cache_ptr, out_ptr,
+    query_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, out_ptr,
     block_tables_ptr, seq_lens_ptr, query_start_loc_ptr, qk_scale,
     stride_qt, stride_qh, stride_qd,
     stride_ot, stride_oh, stride_od,
     stride_cb, stride_cs, stride_ch, stride_cd,
-    stride_table, head_dim,
-    GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+    stride_table, head_dim, kv_heads,
+    GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, QUANTIZED: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     DOT_PRECISION: tl.constexpr, DOT_IN_FP32: tl.constexpr,
 ):
@@ -172,8 +222,8 @@ def _decode_kernel(
     for start in range(0, seq_len, BLOCK_N):
         positions = start + tl.arange(0, BLOCK_N)
         keys, values = _load_kv_tile(
-            k_cache_ptr, v_cache_ptr, table_row_ptr, positions, seq_len, kv_head, dims, dims_valid,
-            stride_cb, stride_cs, stride_ch, stride_cd, BLOCK_SIZE,
+            k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row_ptr, positions, seq_len, kv_head,
+            kv_heads, dims, dims_valid, stride_cb, stride_cs, stride_ch, stride_cd, BLOCK_SIZE, QUANTIZED,
         )
         visible = (positions < seq_len)[None, :]
         row_max, row_sum, acc = _online_softmax_step(
@@ -186,13 +236,13 @@ def _decode_kernel(
 
 @_jit
 def _prefill_kernel(
-    query_ptr, k_cache_ptr, v_cache_ptr, out_ptr,
+    query_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, out_ptr,
     block_tables_ptr, seq_lens_ptr, query_start_loc_ptr, qk_scale, first_seq,
     stride_qt, stride_qh, stride_qd,
     stride_ot, stride_oh, stride_od,
     stride_cb, stride_cs, stride_ch, stride_cd,
-    stride_table, head_dim,
-    GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+    stride_table, head_dim, kv_heads,
+    GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, QUANTIZED: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     DOT_PRECISION: tl.constexpr, DOT_IN_FP32: tl.constexpr,
 ):
@@ -226,8 +276,8 @@ def _prefill_kernel(
     for start in range(0, context_end, BLOCK_N):
         positions = start + tl.arange(0, BLOCK_N)
         keys, values = _load_kv_tile(
-            k_cache_ptr, v_cache_ptr, table_row_ptr, positions, seq_len, kv_head, dims, dims_valid,
-            stride_cb, stride_cs, stride_ch, stride_cd, BLOCK_SIZE,
+            k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row_ptr, positions, seq_len, kv_head,
+            kv_heads, dims, dims_valid, stride_cb, stride_cs, stride_ch, stride_cd, BLOCK_SIZE, QUANTIZED,
         )
         visible = (positions[None, :] <= row_positions[:, None]) & (positions < seq_len)[None, :]
         row_max, row_sum, acc = _online_softmax_step(
@@ -245,8 +295,8 @@ def _prefill_kernel(
 def write_kv_cache(
     key: torch.Tensor,  # [T, kv_heads, head_dim]
     value: torch.Tensor,
-    k_cache: torch.Tensor,  # [num_blocks, block_size, kv_heads, head_dim]
-    v_cache: torch.Tensor,
+    k_cache,  # [num_blocks, block_size, kv_heads, head_dim]: a tensor or a QuantizedCache
+    v_cache,
     slot_mapping: torch.Tensor,  # [T] int64; -1 = padding token, not stored
 ) -> None:
     """Store the new tokens' keys and values at their slots."""
@@ -255,20 +305,26 @@ def write_kv_cache(
     if num_tokens == 0:
         return
     _, block_size, kv_heads, head_dim = k_cache.shape
+    k_values, v_values, k_scales, v_scales = _cache_parts(k_cache, v_cache)
+    if k_cache.dtype is torch.float8_e4m3fn:  # the kernel writes the bytes (_e4m3_bytes)
+        k_values, v_values = k_values.view(torch.uint8), v_values.view(torch.uint8)
+    largest = quantized_kv.LARGEST.get(k_cache.dtype, 0.0)
     _write_kv_kernel[(num_tokens,)](
-        key, value, k_cache, v_cache, slot_mapping,
+        key, value, k_values, v_values, k_scales, v_scales, slot_mapping,
         *key.stride(), *value.stride(), *k_cache.stride(),
         kv_heads, head_dim,
         BLOCK_SIZE=block_size,
         BLOCK_H=triton.next_power_of_2(kv_heads),
         BLOCK_D=triton.next_power_of_2(head_dim),
+        QUANTIZED=quantized_kv.is_quantized(k_cache), LARGEST=largest,
+        ROUND_TO_INT=k_cache.dtype is torch.int8,
     )
 
 
 def paged_attention(
     query: torch.Tensor,  # [T, heads, head_dim]
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
+    k_cache,
+    v_cache,
     meta: AttentionMetadata,
     scale: float,
 ) -> torch.Tensor:
@@ -283,19 +339,28 @@ def paged_attention(
     if heads % kv_heads:
         raise ValueError(f"{heads} query heads are not a multiple of {kv_heads} KV heads")
     out = torch.empty_like(query)
-    args = (query, k_cache, v_cache, out, meta.block_tables, meta.seq_lens, meta.query_start_loc,
-            scale * _LOG2_E)
-    strides = (*query.stride(), *out.stride(), *k_cache.stride(), meta.block_tables.stride(0), head_dim)
+    args = (query, *_cache_parts(k_cache, v_cache), out, meta.block_tables, meta.seq_lens,
+            meta.query_start_loc, scale * _LOG2_E)
+    strides = (*query.stride(), *out.stride(), *k_cache.stride(), meta.block_tables.stride(0), head_dim, kv_heads)
     group = heads // kv_heads
+    quantized = quantized_kv.is_quantized(k_cache)
     num_prefills = meta.num_seqs - meta.num_decodes
     if meta.num_decodes:
         config = decode_config(group, block_size, head_dim, query.dtype)
-        _decode_kernel[(meta.num_decodes, kv_heads)](*args, *strides, **config)
+        _decode_kernel[(meta.num_decodes, kv_heads)](*args, *strides, QUANTIZED=quantized, **config)
     if num_prefills:
         config = prefill_config(group, block_size, head_dim, query.dtype)
         grid = (num_prefills, triton.cdiv(meta.max_query_len, config["BLOCK_M"]), heads)
-        _prefill_kernel[grid](*args, meta.num_decodes, *strides, **config)
+        _prefill_kernel[grid](*args, meta.num_decodes, *strides, QUANTIZED=quantized, **config)
     return out
+
+
+def _cache_parts(k_cache, v_cache) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(K values, V values, K scales, V scales); a cache without scales passes its values
+    in their place, never read (QUANTIZED is off)."""
+    if quantized_kv.is_quantized(k_cache):
+        return k_cache.values, v_cache.values, k_cache.scales, v_cache.scales
+    return k_cache, v_cache, k_cache, v_cache
 
 
 @functools.lru_cache(maxsize=64)
@@ -338,7 +403,9 @@ def _dot_options(dtype: torch.dtype) -> dict:
     }
 
 
-def _check_cache_layout(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
-    # The kernels address both caches with K's strides.
-    if k_cache.shape != v_cache.shape or k_cache.stride() != v_cache.stride():
-        raise ValueError("k_cache and v_cache must have the same shape and strides")
+def _check_cache_layout(k_cache, v_cache) -> None:
+    # The kernels address both caches with K's strides, and the scales as contiguous rows.
+    if k_cache.shape != v_cache.shape or k_cache.stride() != v_cache.stride() or k_cache.dtype != v_cache.dtype:
+        raise ValueError("k_cache and v_cache must have the same shape, strides and dtype")
+    if quantized_kv.is_quantized(k_cache) and not (k_cache.scales.is_contiguous() and v_cache.scales.is_contiguous()):
+        raise ValueError("a quantized cache's scales must be contiguous")

@@ -281,10 +281,15 @@ def check_device(mode: str, device: torch.device) -> None:
     if device.type != "cuda":
         raise QuantizationError(f"fp8 weights need a GPU of compute capability "
                                 f"{'.'.join(map(str, FP8_MIN_CAPABILITY))} or newer; this engine runs on {device}")
+    check_fp8_device(device, "fp8 weights")
+
+
+def check_fp8_device(device: torch.device, what: str = "an fp8 KV cache") -> None:
+    """Refuse fp8 on a GPU older than FP8_MIN_CAPABILITY, naming its capability."""
     capability = torch.cuda.get_device_capability(device)
     if capability < FP8_MIN_CAPABILITY:
-        raise QuantizationError(f"fp8 weights need compute capability {'.'.join(map(str, FP8_MIN_CAPABILITY))} "
-                                f"or newer; {torch.cuda.get_device_name(device)} has "
+        raise QuantizationError(f"{what}: compute capability {'.'.join(map(str, FP8_MIN_CAPABILITY))} or newer "
+                                f"is needed; {torch.cuda.get_device_name(device)} has "
                                 f"{'.'.join(map(str, capability))}")
 
 
