@@ -1,6 +1,6 @@
 """The whole engine on the Triton attention kernels, run on CPU under TRITON_INTERPRET=1:
 greedy outputs equal the torch backend's on a mixed batch with chunked prefill, a
-cached prefix and preemption — also when decode steps go through the padded static
+cached prefix and preemption, over a float32, int8 or fp8 KV cache — also when decode steps go through the padded static
 buffers that CUDA graphs replay (run eagerly here). (CI has no GPU; this is how the GPU
 path is exercised.)"""
 
@@ -21,9 +21,11 @@ SCRIPT = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, {repo!r})
     from tests.engine.tiny_models import make_checkpoint
+    from structgen.engine import kv_cache
     from structgen.engine.engine import Engine
     from structgen.engine.sampling_params import SamplingParams
 
+    kv_dtype = {kv_dtype!r}  # None: the model's float32
     folder = Path(tempfile.mkdtemp())
     make_checkpoint("llama", folder)
     rng = random.Random(0)
@@ -33,8 +35,10 @@ SCRIPT = textwrap.dedent("""
     params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
     results = {{}}
     for backend in ("torch", "triton", "triton-graph-buffers"):
+        probe = Engine(str(folder), block_size=16, kv_cache_bytes=1 << 20, kv_cache_dtype=kv_dtype)
         engine = Engine(str(folder), attention_backend=backend.split("-")[0], block_size=16,
-                        kv_cache_bytes=14 * 16 * 2 * 2 * 2 * 16 * 4, max_num_batched_tokens=48)
+                        kv_cache_bytes=14 * kv_cache.block_bytes(probe.config, 16, probe.kv_dtype),
+                        max_num_batched_tokens=48, kv_cache_dtype=kv_dtype)
         if backend == "triton-graph-buffers":  # captured sizes 1, 2, 4, 7: 3, 5 and 6 decodes are padded
             engine.runner.capture_decode_graphs(7, engine.max_model_len, capture=False)
         engine.generate([prompts[0]], SamplingParams(max_tokens=2, temperature=0.0))  # warms the prefix cache
@@ -102,9 +106,9 @@ JUMP_SCRIPT = textwrap.dedent("""
 """)
 
 
-def run_interpreted(script: str) -> str:
+def run_interpreted(script: str, **values) -> str:
     proc = subprocess.run(
-        [sys.executable, "-c", script.format(repo=str(REPO))],
+        [sys.executable, "-c", script.format(repo=str(REPO), **values)],
         env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0 and ("OK" in proc.stdout or "SKIP" in proc.stdout), \
@@ -120,5 +124,7 @@ def test_jump_forward_spans_through_interpreted_span_buffers_match_torch_backend
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
-def test_engine_on_interpreted_triton_kernels_matches_torch_backend():
-    assert "OK" in run_interpreted(SCRIPT)
+@pytest.mark.parametrize("kv_dtype", [None, "int8", "fp8"])
+def test_engine_on_interpreted_triton_kernels_matches_torch_backend(kv_dtype):
+    """Also over a one-byte KV cache, whose bytes and scales the two backends write alike."""
+    assert "OK" in run_interpreted(SCRIPT, kv_dtype=kv_dtype)
