@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Iterator, Sequence
 
-from structgen import background, compile_workers, warmup
+from structgen import background, compile_workers, gc_pause, warmup
 from structgen.automata import kernels
 from structgen.automata.dfa import LazyDFA
 from structgen.automata.example import covering_example
@@ -235,6 +235,12 @@ def front(kind: str, make_ir: Callable[[float], ir.Node], max_states: int, deadl
           for_worker: bool = False) -> Front:
     """The IR of a grammar, checked against its budgets, and flattened for the compiled
     automaton where that takes it. for_worker: ready to be pickled to the serving process."""
+    with gc_pause.paused():  # also where it runs in a compile worker
+        return _front(kind, make_ir, max_states, deadline, timeout_s, for_worker)
+
+
+def _front(kind: str, make_ir: Callable[[float], ir.Node], max_states: int, deadline: float, timeout_s: float,
+           for_worker: bool) -> Front:
     t0 = time.perf_counter()
     node = make_ir(deadline)
     ir_s = time.perf_counter() - t0
@@ -286,7 +292,7 @@ def _build(
     kernels.require()  # one clear error where the compiled kernels are not built
     if _flat_automaton():
         FlatDFA.body_exits(token_trie(vocab))  # the vocabulary's tables, made once, outside the budget
-    with background.busy():
+    with background.busy(), gc_pause.paused():
         return _built(kind, source, make_ir, vocab, max_states, max_dfa_states, timeout_s)
 
 
@@ -375,7 +381,8 @@ def compile_json_schema(
         lambda: _build("json_schema", source, make_ir, vocab, max_states, max_dfa_states, timeout_s),
     )
     if warm_s is None or warm_s > 0:
-        warmup.warm_json(grammar, warm_s, timeout_s)
+        with gc_pause.paused():
+            warmup.warm_json(grammar, warm_s, timeout_s)
     return grammar
 
 
