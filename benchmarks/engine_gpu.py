@@ -22,6 +22,7 @@
 
     python benchmarks/engine_gpu.py                            # everything, 3 runs
     python benchmarks/engine_gpu.py --batches 1,8 --runs 5 --no-baseline
+    python benchmarks/engine_gpu.py --batches 256 --no-baseline --no-eager --kv-cache-dtype fp8
 
 Prints a markdown table; writes benchmarks/results/engine_gpu.json (--out).
 """
@@ -45,6 +46,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from structgen.engine import kv_cache  # noqa: E402
 from structgen.engine.config import EngineConfig  # noqa: E402
 from structgen.engine.engine import Engine  # noqa: E402
 from structgen.engine.models.loader import DUMMY_SHAPES  # noqa: E402
@@ -147,9 +149,12 @@ def weight_bytes_per_step(engine: Engine) -> int:
 def engine_throughput(batches, args, graphs: bool) -> tuple[dict, dict]:
     started = time.perf_counter()
     engine = Engine(EngineConfig(model=SHAPE, load_format="dummy", max_num_seqs=max(batches), cuda_graphs=graphs,
-                                 max_model_len=args.prompt_len + args.output_len + 64))
+                                 max_model_len=args.prompt_len + args.output_len + 64,
+                                 kv_cache_dtype=args.kv_cache_dtype))
+    kv_bytes_per_token = kv_cache.block_bytes(engine.config, engine.block_size, engine.kv_dtype) // engine.block_size
     info = {"build_s": time.perf_counter() - started, "weight_bytes_per_step": weight_bytes_per_step(engine),
-            "kv_bytes_per_token": engine.config.kv_bytes_per_token(2), "num_blocks": engine.blocks.num_blocks,
+            "kv_cache_dtype": str(engine.kv_dtype).removeprefix("torch."),
+            "kv_bytes_per_token": kv_bytes_per_token, "num_blocks": engine.blocks.num_blocks,
             "graph_sizes": sorted(engine.runner.decode_graphs.graphs) if graphs else []}
     vocab = engine.config.vocab_size
     run_batch(engine, random_prompts(2, args.prompt_len, vocab, 99), 8)  # warm up
@@ -274,6 +279,8 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--no-eager", action="store_true")
+    parser.add_argument("--kv-cache-dtype", default=None,
+                        help="the KV cache's dtype (default: the model's bfloat16); fp8 or int8: one byte per element")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():

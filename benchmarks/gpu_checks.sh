@@ -3,7 +3,8 @@
 #   1. the GPU tests (compiled Triton kernels, CUDA-graph decode vs transformers),
 #   2. constrained decoding on a Llama-3-8B-shaped dummy model with the SmolLM2 tokenizer:
 #      mask overhead vs unconstrained, and the engine vs transformers + xgrammar,
-#   3. engine throughput and MBU on the same shape (benchmarks/engine_gpu.py).
+#   3. engine throughput and MBU on the same shape (benchmarks/engine_gpu.py),
+#   4. the same at batch 256 over an fp8 KV cache (issue 45; SKIP_FP8_KV=1 leaves it out).
 # Each step has its own time limit, so one slow step does not cost the others.
 #
 # It expects, beside the checkout (prepare them on a machine with the package registries):
@@ -15,7 +16,8 @@
 # `bash benchmarks/gpu_checks.sh prepare`, on the development machine, makes all three (and
 # keeps them out of git); then run the script with no argument on the GPU machine, carrying
 # .whl and .gpu.
-# Results go to $OUT (default benchmarks/results/gpu): engine_gpu.json, constrained_gpu.json
+# Results go to $OUT (default benchmarks/results/gpu): engine_gpu.json, engine_gpu_fp8kv.json,
+# constrained_gpu.json
 # and one log per step.
 set -u
 
@@ -83,8 +85,12 @@ step tests "${TESTS_S:-110}" python3 -m pytest -q -p no:cacheprovider \
     --deselect tests/engine/test_attention_kernels.py::test_triton_kernels_interpreted \
     --deselect tests/engine/test_logits_mask.py::test_triton_kernel_interpreted \
     --deselect tests/engine/test_elementwise_kernels.py::test_triton_kernels_interpreted \
-    tests/engine/test_gpu.py tests/engine/test_attention_kernels.py tests/engine/test_logits_mask.py tests/engine/test_elementwise_kernels.py
+    --deselect tests/engine/test_quantized_kv.py::test_triton_kernels_interpreted \
+    tests/engine/test_gpu.py tests/engine/test_attention_kernels.py tests/engine/test_quantized_kv.py tests/engine/test_logits_mask.py tests/engine/test_elementwise_kernels.py
 step constrained "${CONSTRAINED_S:-270}" python3 benchmarks/constrained.py --scenarios overhead,baseline \
     --runs 3 --concurrency 32 --length 128 --baseline-requests 16 \
     --model .gpu/llama8b-smollm2-tok --load-format dummy --out "$OUT/constrained_gpu.json"
 [ -n "${SKIP_ENGINE:-}" ] || step engine "${ENGINE_S:-180}" python3 benchmarks/engine_gpu.py --runs 3 --out "$OUT/engine_gpu.json"
+# fp8 KV cache against bf16 at batch 256 (issue 45: at least 1.2x); the bf16 figure is the step above's
+[ -n "${SKIP_FP8_KV:-}" ] || step fp8-kv "${FP8_KV_S:-120}" python3 benchmarks/engine_gpu.py --batches 256 --runs 3 \
+    --no-baseline --no-eager --kv-cache-dtype fp8 --out "$OUT/engine_gpu_fp8kv.json"
