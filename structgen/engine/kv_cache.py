@@ -46,14 +46,15 @@ def _activation_reserve(device: torch.device) -> int:
 
 def allocate_kv_cache(
     config: ModelConfig, num_blocks: int, block_size: int, dtype: torch.dtype, device
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The K and V tensors of each layer, zeroed. Writing the whole pool at start commits
-    its memory then (on CPU, 0.2-0.3 s per GiB on the 2-core test machine): a pool left
+) -> list[tuple[torch.Tensor | QuantizedCache, torch.Tensor | QuantizedCache]]:
+    """The K and V caches of each layer, zeroed. Writing the whole pool at start commits
+    its memory then (on CPU, 0.1-0.7 s per GiB on the 2-core test machine): a pool left
     unwritten takes host memory only as its blocks are first used, so a server's resident
     memory would creep up for as long as prefix caching cycles through the pool (with a
     float16 cache it rose by 0.4-0.6 GB through benchmarks/serve.py's levels), and each
-    first touch would fault inside a step (1.1 s per GiB in all). The engine still clears each block
-    it hands out (`ModelRunner.zero_blocks`), for the paths that read whole blocks."""
+    first touch would fault inside a step (1.1 s per GiB in all). The engine still clears
+    each block it hands out (`ModelRunner.zero_blocks`), for the paths that read whole
+    blocks."""
     shape = (num_blocks, block_size, config.num_kv_heads, config.head_dim)
     if dtype in quantized_kv.FORMATS:  # one byte per element, a scale per row (kernels/quantized_kv.py)
         return [(QuantizedCache.zeros(shape, dtype, device), QuantizedCache.zeros(shape, dtype, device))
