@@ -5,7 +5,7 @@ For the unquantized model ("float") and each mode of `--modes` (default native,i
 native: as the checkpoint stores its weights, for the embedded GGUF its own 4- and 8-bit
 layers; its KV cache float16, the engine's default under native on CPU), and for each
 mode of `--kv-modes` again with each KV cache dtype of `--kv-cache-dtypes` (default:
-native with a float32 cache), the embedded model (or `--model`) is loaded in it and
+native with a float32, an int8 and an fp8 cache), the embedded model (or `--model`) is loaded in it and
 reads `benchmarks/data/quality-text.md` (a fixed text of about 2,500 tokens, shipped
 here and never edited) in one prefill. Reported per mode:
 
@@ -18,8 +18,8 @@ here and never edited) in one prefill. Reported per mode:
 A mode whose perplexity is more than 3% above the unquantized model's is marked lossy:
 it is never a default (see docs/engine.md). Writes benchmarks/results/quality.json.
 
-    python benchmarks/quality.py                      (or: structgen bench quality)
-    python benchmarks/quality.py --modes native,int8,int4 --group-sizes 32,64 --kv-cache-dtypes float32
+    python benchmarks/quality.py
+    python benchmarks/quality.py --modes native,int8,int4 --group-sizes 32,64 --kv-cache-dtypes float32,int8,fp8
 """
 
 from __future__ import annotations
@@ -166,7 +166,8 @@ def parse_args(argv=None):
     parser.add_argument("--model", default=None, help="a folder or .gguf file (default: the embedded model)")
     parser.add_argument("--modes", default="native,int8,int4")
     parser.add_argument("--group-sizes", default="32,64", help="int4 group sizes to measure")
-    parser.add_argument("--kv-cache-dtypes", default="float32", help="KV cache dtypes to measure (comma list)")
+    parser.add_argument("--kv-cache-dtypes", default="float32,int8,fp8",
+                        help="KV cache dtypes to measure (comma list)")
     parser.add_argument("--kv-modes", default="native", help="the modes measured with each of them")
     parser.add_argument("--out", default=str(RESULTS))
     return parser.parse_args(argv)

@@ -18,7 +18,8 @@ from benchmarks.report.provenance import engine_command, provenance, reproduce
 from benchmarks.report.results import machine_label, read_results, suite_results
 
 QUANTIZED_COMMAND = "python benchmarks/engine.py --scenarios quantized --threads 2"
-QUALITY_COMMAND = "python benchmarks/quality.py --modes native,int8,int4 --group-sizes 32,64"
+QUALITY_COMMAND = ("python benchmarks/quality.py --modes native,int8,int4 --group-sizes 32,64 "
+                   "--kv-cache-dtypes float32,int8,fp8")
 
 
 def render_engine(results_dir: Path) -> list[str]:
