@@ -86,7 +86,8 @@ step tests "${TESTS_S:-110}" python3 -m pytest -q -p no:cacheprovider \
     --deselect tests/engine/test_logits_mask.py::test_triton_kernel_interpreted \
     --deselect tests/engine/test_elementwise_kernels.py::test_triton_kernels_interpreted \
     --deselect tests/engine/test_quantized_kv.py::test_triton_kernels_interpreted \
-    tests/engine/test_gpu.py tests/engine/test_attention_kernels.py tests/engine/test_quantized_kv.py tests/engine/test_logits_mask.py tests/engine/test_elementwise_kernels.py
+    tests/engine/test_gpu.py tests/engine/test_attention_kernels.py tests/engine/test_quantized_kv.py \
+    tests/engine/test_logits_mask.py tests/engine/test_elementwise_kernels.py
 step constrained "${CONSTRAINED_S:-270}" python3 benchmarks/constrained.py --scenarios overhead,baseline \
     --runs 3 --concurrency 32 --length 128 --baseline-requests 16 \
     --model .gpu/llama8b-smollm2-tok --load-format dummy --out "$OUT/constrained_gpu.json"

@@ -8,8 +8,9 @@ same layout and the same rounding. Per layer, K and V are each a `QuantizedCache
   token and KV head, that row's largest magnitude over the format's largest value.
 
 An element reads back as `values * scales`. A scale per row, set when the row is
-written, needs no calibration data and follows each token's and head's own range. int8 rounds half away from zero and fp8 to
-nearest even. A row of zeros has scale 0 and stores zeros.
+written, needs no calibration data and follows each token's and head's own range. int8
+rounds half away from zero and fp8 to nearest even. A row of zeros has scale 0 and
+stores zeros.
 
 Must not allocate caches (`engine/kv_cache.py` does) nor know about requests.
 """
