@@ -12,6 +12,8 @@ starts or joins. Must not import Ray.
   handle routes on a third, and each message a stream sends crosses those threads.
   Request-path logs are written in batches rather than line by line (access logs are
   off: app.py).
+- Its worker processes run at niceness 0, not Ray's 15: an engine replica is a worker,
+  and at 15 its engine thread lost its core to Ray's own threads (priority.py).
 - Joining a cluster at an address: Ray leaves its cluster token out of a driver's calls
   unless `RAY_AUTH_MODE=token`, and a cluster started by `ray start` wants it (one
   without auth ignores it). So where Ray would find a token, the mode is token.
@@ -30,6 +32,7 @@ QUIET_CLUSTER = {
     "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
     "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
     "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1000",
+    "RAY_worker_niceness": "0",
 }
 
 

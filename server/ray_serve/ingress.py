@@ -36,6 +36,7 @@ from server.completions import GRAMMAR_CACHE_HEADER
 from server.errors import APIError, error_response
 from server.guard import Guard
 from server.launch import ServeOptions
+from server.ray_serve import priority
 from server.ray_serve.forwarding import Accepted, Body, ForwardedRequest, Start
 from server.ray_serve.metrics import ScaleOutMetrics
 from server.ray_serve.routes import Route, route_for
@@ -73,6 +74,7 @@ class Ingress:
         self.engines = engines.options(stream=True)
         self.options = options
         self.metrics = ScaleOutMetrics()
+        priority.lower(priority.threads())
 
     def __serve_build_asgi_app__(self):
         routes = Starlette(routes=[HTTPRoute("/metrics", self.prometheus, methods=["GET"]),

@@ -19,6 +19,7 @@ import pytest
 
 pytest.importorskip("ray.serve")
 
+from server.ray_serve.priority import PLUMBING  # noqa: E402
 from tests.engine.tiny_models import make_tokenized_checkpoint  # noqa: E402
 from tests.server.serve_process import serve_process  # noqa: E402
 
@@ -145,6 +146,30 @@ def test_a_killed_replicas_pending_requests_complete_on_the_other(server):
         assert time.monotonic() < deadline, "Ray did not restart the killed replica within 60 s"
         time.sleep(1)
     assert httpx.get(base_url + "/health", timeout=30).status_code == 200
+
+
+def thread_niceness(pid: int) -> list[int]:
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                out.append(int(stat.read().rsplit(")", 1)[1].split()[16]))
+        except (OSError, IndexError):
+            continue
+    return out
+
+
+def test_each_engine_runs_ahead_of_the_threads_that_carry_its_messages(server, base_url):
+    """Ray runs its workers at niceness 15 unless told otherwise; a cluster `structgen
+    serve` starts runs them at 0, and each replica puts the threads it had before its
+    engine started (Ray's, the event loop's) at the plumbing's niceness."""
+    assert httpx.get(base_url + "/health", timeout=30).status_code == 200
+    replicas = server.descendants(REPLICA_PROCESS)
+    assert replicas
+    for pid in replicas:
+        niceness = thread_niceness(pid)
+        assert min(niceness) == 0, niceness  # the engine's threads
+        assert niceness.count(PLUMBING) > niceness.count(0), niceness  # Ray's many threads sit below them
 
 
 def test_rendezvous_moves_only_the_keys_of_a_replica_that_left():
