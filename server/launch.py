@@ -37,6 +37,11 @@ class ServeOptions:
     allow_additional_properties: bool = False
     grammar_cache_bytes: int | None = None  # None: sized to the machine
     compile_workers: int = DEFAULT_WORKERS
+    stream_interval: int = 1  # tokens per streamed chunk after a stream's first
+
+    def __post_init__(self):
+        if self.stream_interval < 1:
+            raise ValueError(f"stream_interval must be at least 1 token, not {self.stream_interval}")
 
     @classmethod
     def from_mapping(cls, values: dict) -> "ServeOptions":
@@ -93,7 +98,8 @@ def start(options: ServeOptions) -> Served:
     runner = AsyncEngine(engine, max_waiting=options.max_waiting)
     app = create_app(runner, model_name=options.served_model_name, api_key=options.api_key,
                      max_body_bytes=options.max_body_bytes,
-                     disable_additional_properties=not options.allow_additional_properties)
+                     disable_additional_properties=not options.allow_additional_properties,
+                     stream_interval=options.stream_interval)
     with startup.phase("the vocabulary's token trie and a first constrained mask"):
         prepare(engine.vocab)
     if options.grammar_cache_bytes is not None:

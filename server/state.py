@@ -18,6 +18,7 @@ class ServerState:
     metrics: Metrics
     served: str  # the model name clients ask for
     disable_additional_properties: bool  # an object schema silent on them gets none
+    stream_interval: int = 1  # tokens per streamed chunk after a stream's first
 
 
 def state_of(request: Request) -> ServerState:

@@ -1,6 +1,6 @@
 """A request's outputs as Server-Sent Events (`stream: true`): one chunk per piece of new
-text, a last chunk per choice with its finish reason (and tool calls), the usage when
-asked, then `[DONE]`. A client that disconnects cancels the requests it started. Owns
+text (or per `stream_interval` tokens of it, after the first), a last chunk per choice
+with its finish reason (and tool calls), the usage when asked, then `[DONE]`. A client that disconnects cancels the requests it started. Owns
 the event stream only; the chunks' contents come from responses.py."""
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ async def events(state: ServerState, streams, runs, spec: OutputSpec, rid: str, 
     finals: dict[int, Any] = {}
     try:
         held = [_HeldText() for _ in streams]
+        paced = [_Paced(state.stream_interval) for _ in streams]
         if chat:
             for i in range(len(streams)):
                 yield chunk(i, {"role": "assistant", "content": ""})
@@ -42,14 +43,18 @@ async def events(state: ServerState, streams, runs, spec: OutputSpec, rid: str, 
                 open_streams -= 1
                 continue
             if isinstance(item, Exception):
+                if text := paced[index].feed("", 0, finished=True):
+                    yield chunk(index, {"content": text} if chat else text)
                 err = {"error": {"message": str(item), "type": "server_error", "param": None, "code": None}}
                 yield f"data: {json.dumps(err)}\n\n"
                 continue
+            text = ""
             if spec.auto_tools:
-                if text := held[index].feed(item.new_text, item.finished):
-                    yield chunk(index, {"content": text})
-            elif spec.tool_names is None and spec.single_tool is None and item.new_text:
-                yield chunk(index, {"content": item.new_text} if chat else item.new_text)
+                text = held[index].feed(item.new_text, item.finished)
+            elif spec.tool_names is None and spec.single_tool is None:
+                text = item.new_text
+            if text := paced[index].feed(text, len(item.new_token_ids), item.finished):
+                yield chunk(index, {"content": text} if chat else text)
             if item.finished:
                 finals[index] = item
                 observe(state.metrics, item)
@@ -93,4 +98,25 @@ class _HeldText:
         if self.text.startswith(tag) or (tag.startswith(self.text) and not finished):
             return ""  # a call, or maybe one: wait
         out, self.sent = self.text[self.sent :], len(self.text)
+        return out
+
+
+class _Paced:
+    """The stream interval: text is held until it spans `interval` tokens; a stream's
+    first text, and its last, go out at once (the time to first token is unchanged).
+    Each chunk costs the HTTP stack, and under Ray Serve two Ray messages, about the same
+    whatever it holds."""
+
+    def __init__(self, interval: int):
+        self.interval = interval
+        self.text = ""
+        self.tokens = 0
+        self.sent_any = False
+
+    def feed(self, new_text: str, new_tokens: int, finished: bool) -> str:
+        self.text += new_text
+        self.tokens += max(new_tokens, 1 if new_text else 0)
+        if not self.text or (self.sent_any and self.tokens < self.interval and not finished):
+            return ""
+        out, self.text, self.tokens, self.sent_any = self.text, "", 0, True
         return out

@@ -156,6 +156,10 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="requests queued beyond the running batch before 429s")
     serve.add_argument("--max-body-bytes", type=_positive_int, default=4 << 20)
     serve.add_argument("--no-jump-forward", action="store_true")
+    serve.add_argument("--stream-interval", type=_positive_int, default=1, metavar="TOKENS",
+                       help="tokens a streamed chunk holds, after the first chunk, which goes out at once "
+                       "(default 1: each token as it comes); more send fewer, larger chunks, less work per "
+                       "token for the HTTP stack and, under --replicas, for Ray")
     serve.add_argument("--allow-additional-properties", action="store_true",
                        help="follow JSON Schema's default: an object schema that is silent on "
                        "additionalProperties may get undeclared properties (by default it gets none; "

@@ -105,6 +105,29 @@ def test_streaming_matches_non_streaming_and_reports_usage(client, model):
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
 
 
+def content_chunks(client, model, **kwargs) -> tuple[list[str], int]:
+    chunks = list(client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Tell me about the sea."}], temperature=0.0,
+        max_tokens=40, stream=True, stream_options={"include_usage": True}, **kwargs))
+    texts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    return texts, chunks[-1].usage.completion_tokens
+
+
+def test_a_stream_interval_sends_the_same_text_in_fewer_larger_chunks(client, runner, model):
+    """--stream-interval 4: the first text goes out alone, then a chunk per 4 tokens."""
+    each_token, tokens = content_chunks(client, model)
+    server = LiveServer(create_app(runner, stream_interval=4))
+    try:
+        paced_client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+        paced, paced_tokens = content_chunks(paced_client, model)
+    finally:
+        server.stop()
+    assert paced_tokens == tokens == 40
+    assert "".join(paced) == "".join(each_token)
+    assert len(each_token) > 30  # a chunk per token, bar those that end inside a character
+    assert len(paced) <= 2 + (tokens - 1 + 3) // 4, paced  # the first alone, a chunk per 4 after it
+
+
 def test_raw_stream_ends_with_done(live, model):
     body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5, "stream": True}
     with httpx.stream("POST", live.url + "/v1/chat/completions", json=body, timeout=60) as r:
