@@ -7,15 +7,20 @@ environment.py's, set before Ray is imported (the CLI does). Owns the cluster's 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
 import threading
+import time
 
 from server.launch import ServeOptions
 from server.ray_serve.app import LOGGING, ScaleOut, application
 
 APP_NAME = "structgen"
+DRAIN_POLL_S = 0.2  # how often a drain asks the ingress how many requests are in flight
+DRAIN_POLL_TIMEOUT_S = 10.0
+LAST_BYTES_S = 0.5  # after the last answer left the ingress, before the proxy is stopped
 
 
 def serve_replicated(options: ServeOptions, scale: ScaleOut, *, host: str, port: int) -> int:
@@ -34,10 +39,38 @@ def serve_replicated(options: ServeOptions, scale: ScaleOut, *, host: str, port:
         stop.wait()
         print(f"structgen serve: draining in-flight requests for up to {scale.drain_seconds:.0f} s",
               file=sys.stderr, flush=True)
+        asyncio.run(_drain_then_shut_down(serve, scale.drain_seconds))
     finally:
-        serve.shutdown()
+        serve.shutdown()  # after a drain, nothing is left to shut down
         ray.shutdown()
     return 0
+
+
+async def _drain_then_shut_down(serve, seconds: float) -> None:
+    """On one event loop: the ingress handle the drain makes routes on it, and Ray Serve's
+    shutdown closes that handle there."""
+    await _drain(serve, seconds)
+    await serve.shutdown_async()
+
+
+async def _drain(serve, seconds: float) -> None:
+    """New requests get a 503 from now on; returns once those in flight are answered
+    (and a moment more, for the proxy to pass on their last bytes), or after `seconds`.
+    Async: a handle of this cluster routes on the caller's event loop (environment.py)."""
+    ingress = serve.get_app_handle(APP_NAME)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            in_flight = await asyncio.wait_for(ingress.drain.remote(), DRAIN_POLL_TIMEOUT_S)
+        except Exception as err:  # the ingress is gone or stuck: nothing more to wait for
+            print(f"structgen serve: the ingress did not answer while draining ({err!r}); stopping",
+                  file=sys.stderr, flush=True)
+            return
+        if in_flight == 0:
+            await asyncio.sleep(LAST_BYTES_S)
+            return
+        await asyncio.sleep(DRAIN_POLL_S)
+    print(f"structgen serve: requests still in flight after {seconds:.0f} s; stopping", file=sys.stderr, flush=True)
 
 
 def _connect(ray, scale: ScaleOut) -> None:

@@ -15,6 +15,10 @@ Faults:
 - a request no replica accepts within `ACCEPT_TIMEOUT_S` gets a 503 (`/health` within
   `HEALTH_TIMEOUT_S`: healthy while any replica is).
 
+Shutting down, the ingress drains (`drain`): from then on every request, `/health`
+too, gets a 503, and the driver (cluster.py) waits until the requests in flight are
+answered before it stops Ray Serve.
+
 Owns forwarding and these rules; never the routes' own behaviour (the replica's app).
 """
 
@@ -74,6 +78,8 @@ class Ingress:
         self.engines = engines.options(stream=True)
         self.options = options
         self.metrics = ScaleOutMetrics()
+        self.in_flight = 0  # requests being forwarded or answered
+        self.draining = False
         priority.lower(priority.threads())
 
     def __serve_build_asgi_app__(self):
@@ -85,7 +91,23 @@ class Ingress:
     async def prometheus(self, _request) -> PlainTextResponse:
         return PlainTextResponse(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    def drain(self) -> int:
+        """Refuses every new request from now on; returns how many are still in flight."""
+        self.draining = True
+        return self.in_flight
+
     async def forward(self, scope, receive, send) -> None:
+        if self.draining:
+            await error_response(APIError(503, "the server is shutting down", "server_error",
+                                          code="shutting_down"))(scope, receive, send)
+            return
+        self.in_flight += 1
+        try:
+            await self._forward(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+    async def _forward(self, scope, receive, send) -> None:
         body = await _read_body(receive)
         request = ForwardedRequest.from_scope(scope, body)
         route = route_for(request.path, body, not self.options.allow_additional_properties)
