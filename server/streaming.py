@@ -1,7 +1,8 @@
 """A request's outputs as Server-Sent Events (`stream: true`): one chunk per piece of new
 text (or per `stream_interval` tokens of it, after the first), a last chunk per choice
-with its finish reason (and tool calls), the usage when asked, then `[DONE]`. A client that disconnects cancels the requests it started. Owns
-the event stream only; the chunks' contents come from responses.py."""
+with its finish reason (and tool calls), the usage when asked, then `[DONE]`. A client
+that disconnects cancels the requests it started. Owns the event stream only; the
+chunks' contents come from responses.py."""
 
 from __future__ import annotations
 
