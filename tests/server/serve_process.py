@@ -51,10 +51,14 @@ class ServerProcess:
         return sorted(found)
 
 
+def fields_after_comm(stat: str) -> list[str]:
+    """/proc/PID/stat (or a thread's): 'pid (comm) state ppid ...' -> [state, ppid, ...];
+    comm may hold spaces and parentheses. proc(5) numbers them from 3 (state)."""
+    return stat[stat.rindex(")") + 2:].split()
+
+
 def _pid_and_parent(stat: str) -> tuple[int, int]:
-    """/proc/PID/stat: 'pid (comm) state ppid ...'; comm may hold spaces and parentheses."""
-    fields_after_comm = stat[stat.rindex(")") + 2:].split()
-    return int(stat.split(" ", 1)[0]), int(fields_after_comm[1])
+    return int(stat.split(" ", 1)[0]), int(fields_after_comm(stat)[1])
 
 
 @contextmanager

@@ -22,7 +22,7 @@ pytest.importorskip("ray.serve")
 
 from server.ray_serve.priority import PLUMBING  # noqa: E402
 from tests.engine.tiny_models import make_tokenized_checkpoint  # noqa: E402
-from tests.server.serve_process import serve_process  # noqa: E402
+from tests.server.serve_process import fields_after_comm, serve_process  # noqa: E402
 
 START_TIMEOUT_S = 300
 REPLICA_PROCESS = "ServeReplica:structgen:EngineReplica"
@@ -160,7 +160,7 @@ def thread_niceness(pid: int) -> list[int]:
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{task}/stat") as stat:
-                out.append(int(stat.read().rsplit(")", 1)[1].split()[16]))
+                out.append(int(fields_after_comm(stat.read())[16]))  # proc(5)'s field 19, nice
         except (OSError, IndexError):
             continue
     return out

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.engine.tiny_models import make_tokenized_checkpoint
-from tests.server.serve_process import serve_process
+from tests.server.serve_process import fields_after_comm, serve_process
 
 START_TIMEOUT_S = 300
 LONG_STREAM = {"model": "tiny", "messages": [{"role": "user", "content": "Go on."}], "max_tokens": 900,
@@ -78,6 +78,6 @@ def process_alive(pid: int) -> bool:
     """Running, not a zombie waiting to be reaped."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return fields_after_comm(stat.read())[0] != "Z"
     except OSError:
         return False
