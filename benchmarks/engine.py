@@ -17,7 +17,9 @@ Scenarios (SmolLM2-135M-Instruct, float32 on CPU unless a GPU is present):
            threads, in one run: one chat request of 64 free tokens, one constrained by a
            four-property JSON schema, and 16 constrained requests at once against
            llama.cpp serving them one after another (benchmarks/llama_cpp_peer.py;
-           skipped with a note without llama-cpp-python).
+           skipped with a note without llama-cpp-python). With --gguf-type T (Q4_K_M,
+           ...), float and native against llama.cpp on the embedded file as llama.cpp's
+           quantizer rewrites it in type T (engine.json's "quantized_T").
 
 The first three compare the float engine with transformers on the same float weights.
 
@@ -28,6 +30,7 @@ cleared between runs so that a run never profits from the previous one.
     python benchmarks/engine.py                 # all scenarios, 3 runs
     python benchmarks/engine.py --scenarios single,prefix --runs 5
     python benchmarks/engine.py --scenarios quantized --threads 2
+    python benchmarks/engine.py --scenarios quantized --threads 2 --gguf-type Q4_K_M
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import platform
 import random
 import statistics
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -212,11 +216,14 @@ def llama_chat(peer, requests: int, constrained: bool) -> float:
 QUANT_CASES = {"free": (1, False), "constrained": (1, True), f"{CONCURRENT} constrained": (CONCURRENT, True)}
 
 
-def scenario_quantized(runs: int, threads: int) -> dict:
-    engines = {name: Engine(EngineConfig(quantization=mode, kv_cache_bytes=256 << 20))
-               for name, mode in QUANT_MODES.items()}
+def scenario_quantized(runs: int, threads: int, gguf: Path | None = None) -> dict:
+    """Each weight mode against llama.cpp on the embedded GGUF file, or on `gguf` (then
+    float and native only: int8 and int4 quantize the float weights as for any file)."""
+    modes = QUANT_MODES if gguf is None else {name: QUANT_MODES[name] for name in ("float", "native")}
+    engines = {name: Engine(EngineConfig(model=gguf, quantization=mode, kv_cache_bytes=256 << 20))
+               for name, mode in modes.items()}
     note = llama_cpp_peer.unavailable()
-    peer = None if note else llama_cpp_peer.LlamaCpp(default_model.default_gguf_path(), threads)
+    peer = None if note else llama_cpp_peer.LlamaCpp(gguf or default_model.default_gguf_path(), threads)
     for engine in engines.values():  # warm up: first steps, the schema's compile
         engine_chat(engine, 1, True)
     tok_s: dict = {case: {name: [] for name in [*engines, "llama.cpp"]} for case in QUANT_CASES}
@@ -252,15 +259,21 @@ def table(results: dict) -> str:
         rows.append(f"| TTFT with a cached 1,000-token prefix vs caching off (ms) | "
                     f"{1000 * med(r['ttft_cached_s']):.0f} | {1000 * med(r['ttft_uncached_s']):.0f} (ours, off) | "
                     f"{r['ratio']:.2f}x | <= 0.2x |")
-    if "quantized" in results:
-        rows += ["", quantized_table(results["quantized"])]
+    for key in quantized_parts(results):
+        rows += ["", key, quantized_table(results[key])]
     return "\n".join(rows)
+
+
+def quantized_parts(results: dict) -> list[str]:
+    """The results' quantized scenarios: "quantized" (the embedded file), and one
+    "quantized_<type>" per file type llama.cpp wrote it in (`--gguf-type`)."""
+    return [key for key in results if key == "quantized" or key.startswith("quantized_")]
 
 
 def quantized_table(r: dict) -> str:
     """Tokens/s per weight mode and case, and each against llama.cpp."""
     med = statistics.median
-    names = [name for name in QUANT_MODES]
+    names = list(r["weight_mb"])
     rows = [f"| output tok/s ({r['threads']} threads) | " + " | ".join(names) + " | llama.cpp |",
             "|---|" + "---|" * (len(names) + 1)]
     for case, by_system in r["tok_s"].items():
@@ -295,6 +308,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0,
                         help="torch threads for both engines (0: torch's default, one per core)")
+    parser.add_argument("--gguf-type", default="",
+                        help="quantized: run every side on the embedded file rewritten by llama.cpp's quantizer "
+                             "in this file type (Q4_K_M, ...) instead of the file as it is")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -303,7 +319,13 @@ def main(argv=None) -> int:
     rng = random.Random(args.seed)
 
     results: dict = {"environment": environment(), "model": default_model.DEFAULT_MODEL_NAME, "runs": args.runs}
-    if "quantized" in scenarios:
+    if "quantized" in scenarios and args.gguf_type:
+        with tempfile.TemporaryDirectory() as folder:
+            gguf = llama_cpp_peer.requantized(default_model.default_gguf_path(),
+                                              Path(folder) / f"model.{args.gguf_type}.gguf", args.gguf_type)
+            part = scenario_quantized(args.runs, torch.get_num_threads(), gguf)
+        results[f"quantized_{args.gguf_type}"] = {**part, "gguf_type": args.gguf_type}
+    elif "quantized" in scenarios:
         results["quantized"] = scenario_quantized(args.runs, torch.get_num_threads())
     if {"single", "batch", "prefix"}.isdisjoint(scenarios):
         return finish(results, args.out)
@@ -330,10 +352,11 @@ def finish(results: dict, out: Path) -> int:
     last results in `out`, and the quantized scenario carries its own environment."""
     print()
     print(table(results))
-    if "quantized" in results:
-        results["quantized"]["environment"] = results["environment"]
+    parts = quantized_parts(results)
+    for key in parts:
+        results[key]["environment"] = results["environment"]
     if out.is_file() and {"single", "batch", "prefix"}.isdisjoint(results):
-        results = {**json.loads(out.read_text()), "quantized": results["quantized"]}
+        results = {**json.loads(out.read_text()), **{key: results[key] for key in parts}}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print(f"\nwrote {out}")

@@ -1,7 +1,8 @@
 """llama.cpp as a peer of the engine on CPU, through llama-cpp-python (the `bench` extra).
 
-Owns loading the same GGUF file the engine runs, with the same thread count, and timing
-one chat request there: free text (its end-of-sequence token banned, so that it writes
+Owns loading the same GGUF file the engine runs, with the same thread count, writing a
+GGUF file in another of llama.cpp's formats (`requantized`: Q4_K_M, the most common, from
+the embedded file), and timing one chat request there: free text (its end-of-sequence token banned, so that it writes
 exactly the tokens asked for, as `ignore_eos` makes the engine do) or constrained by a
 JSON schema (llama.cpp's `response_format` with the schema, its GBNF path). Absent
 package: `unavailable()` says so, and the benchmark skips this side with that note.
@@ -28,6 +29,27 @@ def unavailable() -> str | None:
     except ImportError:
         return "llama-cpp-python is not installed (pip install -e '.[bench]'): the llama.cpp side is skipped"
     return None
+
+
+def requantized(source: Path, target: Path, file_type: str, threads: int = 2) -> Path:
+    """`source` rewritten by llama.cpp's own quantizer as file type `file_type` (its name
+    without LLAMA_FTYPE_MOSTLY_: "Q4_K_M", "Q5_0", ...) at `target`. A file already
+    quantized is requantized from its dequantized weights: the formats are llama.cpp's,
+    the values carry both roundings. Layers whose width the type's blocks do not divide
+    get llama.cpp's fallback format (in SmolLM2-135M's Q4_K_M, Q5_0 for most)."""
+    import ctypes
+
+    import llama_cpp
+
+    ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{file_type}", None)
+    if ftype is None:
+        raise ValueError(f"llama.cpp has no file type {file_type!r}")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype, params.allow_requantize, params.nthread = ftype, True, threads
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params)) != 0:
+        raise RuntimeError(f"llama.cpp could not write {source} as {file_type}")
+    return target
 
 
 class LlamaCpp:

@@ -2,8 +2,9 @@
 `generate`, as its RESULTS.md block (`render_engine`) and README headline
 (`headline_engine`), one table for both (`engine_table`); then each weight quantization
 against llama.cpp on the same GGUF file (engine.json's "quantized" part,
-`quantized_table`) and the quality guard's figures per mode (quality.json,
-`quality_table`).
+`quantized_table`), float and native against it on that file rewritten in another of
+llama.cpp's file types ("quantized_Q4_K_M", ...), and the quality guard's figures per
+mode (quality.json, `quality_table`).
 
 Reads only those two results files; must not place blocks in the documents
 (documents.py does).
@@ -35,6 +36,13 @@ def render_engine(results_dir: Path) -> list[str]:
                    "(constrained: a four-property JSON schema, through llama.cpp's own GBNF path), output tok/s and "
                    "the ratio to llama.cpp:", quantized_table(quantized),
                    provenance(quantized) + " " + reproduce(QUANTIZED_COMMAND)]
+    for key in sorted(k for k in data if k.startswith("quantized_")):
+        part = data[key]
+        blocks += [f"The same file rewritten by llama.cpp's quantizer as {part['gguf_type']} (each layer in that "
+                   "type's format, or in llama.cpp's fallback where the type's blocks do not divide its width), "
+                   "float and native against llama.cpp on it, output tok/s and the ratio to llama.cpp:",
+                   quantized_table(part),
+                   provenance(part) + " " + reproduce(f"{QUANTIZED_COMMAND} --gguf-type {part['gguf_type']}")]
     quality = read_results(Path(results_dir) / "quality.json")
     if quality:
         blocks += [f"Quality guard: each mode against the float model, on a fixed text of "

@@ -1,6 +1,7 @@
 """Steps on CPU in one C call: every decoder layer of a model whose projections are all
-4-bit block layers (`quantization.Int4BlockLinear`, the embedded model run natively),
-for any step -- decodes, prompt chunks and jump-forward spans alike.
+block layers as a GGUF file stores them (`quantization.Int4BlockLinear`: the embedded
+model run natively; `Int8BlockLinear`: Q5_0, Q6_K and Q8_0), for any step -- decodes,
+prompt chunks and jump-forward spans alike.
 
 On a 2-core CPU the embedded model's per-op decode step spent about 40% of its time in
 the interpreter and in torch's dispatch between the kernels (a few microseconds of
@@ -19,9 +20,9 @@ from types import ModuleType
 
 import torch
 
-from structgen.engine.kernels import attention_torch
+from structgen.engine.kernels import attention_torch, int8_matmul
 from structgen.engine.models.llama import LlamaForCausalLM
-from structgen.engine.models.quantization import Int4BlockLinear
+from structgen.engine.models.quantization import Int4BlockLinear, Int8BlockLinear
 
 from structgen.engine.kernels.compiled import cpu_kernels  # None where not built: torch's path runs
 
@@ -35,7 +36,8 @@ class FusedStep:
         self.model = model
         self.config = model.config
         self.held = [layer_tensors(layer) for layer in model.layers]  # kept alive while their addresses are used
-        self.weights = torch.tensor([[t.data_ptr() for t in row] for row in self.held], dtype=torch.int64)
+        self.weights = torch.tensor([[0 if t is None else t.data_ptr() for t in row] for row in self.held],
+                                    dtype=torch.int64)
         self.caches = torch.tensor([[k.data_ptr(), v.data_ptr()] for k, v in kv_caches], dtype=torch.int64)
         self.block_size = kv_caches[0][0].shape[1]
         self.kv_half = kv_caches[0][0].dtype is torch.float16
@@ -66,9 +68,10 @@ class FusedStep:
 
 
 def fits_model(model: LlamaForCausalLM, kv_caches, backend: ModuleType) -> bool:
-    """Whether every layer is one the C step runs: float32 norms, 4-bit block projections
-    without bias, no q/k norms, a head size of a multiple of 8, float32 or float16 caches
-    (all of one dtype) on CPU behind the torch backend."""
+    """Whether every layer is one the C step runs: float32 norms, 4-bit or 8-bit block
+    projections without bias (8-bit ones with a scale per half block), no q/k norms, a
+    head size of a multiple of 8, float32 or float16 caches (all of one dtype) on CPU
+    behind the torch backend."""
     if cpu_kernels is None or backend is not attention_torch or not kv_caches or not len(model.layers):
         return False
     c = model.config
@@ -78,13 +81,21 @@ def fits_model(model: LlamaForCausalLM, kv_caches, backend: ModuleType) -> bool:
     norms = [model.norm] + [norm for layer in model.layers for norm in (layer.input_norm, layer.post_attn_norm)]
     norms_fit = all(norm.dtype is torch.float32 and norm.is_cpu and norm.is_contiguous() for norm in norms)
     layers_fit = all(layer.attn.q_norm is None and all(
-        isinstance(p := layer.get_submodule(name), Int4BlockLinear) and p.bias is None for name in PROJECTIONS)
+        _fused_projection(layer.get_submodule(name)) for name in PROJECTIONS)
         for layer in model.layers)
     return caches_fit and norms_fit and layers_fit and c.head_dim % 8 == 0
 
 
-def layer_tensors(layer) -> list[torch.Tensor]:
-    """One layer's tensors in the order of fused_layers.h's weight table."""
+def _fused_projection(projection) -> bool:
+    """Whether the C step runs this projection."""
+    if isinstance(projection, Int8BlockLinear):
+        return projection.bias is None and int8_matmul.halves_of(projection.packed, projection.scale) == 2
+    return isinstance(projection, Int4BlockLinear) and projection.bias is None
+
+
+def layer_tensors(layer) -> list[torch.Tensor | None]:
+    """One layer's tensors in the order of fused_layers.h's weight table (None for an
+    8-bit projection's minimums: address 0)."""
     row = [layer.input_norm]
     for name in PROJECTIONS:
         projection = layer.get_submodule(name)

@@ -1,5 +1,5 @@
 """The one-call step on CPU (structgen.engine.fused_step): for a model whose projections
-are all 4-bit block layers, every step -- prefills, decodes, both at once -- runs every
+are all 4-bit or 8-bit block layers (a GGUF file's Q4 formats; Q5_0, Q6_K, Q8_0), every step -- prefills, decodes, both at once -- runs every
 layer in C and gives the per-op path's tokens and logprobs bit for bit, the cache
 included (a later step reads what the fused one wrote); a prompt's logits do not depend
 on what it is batched with or how it is chunked; other models take the per-op path."""
@@ -14,22 +14,33 @@ from structgen.engine import Engine, SamplingParams
 from structgen.engine.fused_step import FusedStep, fits_model
 from structgen.engine.kernels import attention_torch
 from structgen.engine.models import gguf_weights
-from structgen.engine.models.quantization import Int4BlockLinear, quantize_model
+from structgen.engine.models.quantization import Int4BlockLinear, Int8BlockLinear, quantize_model
 from tests.engine.tiny_models import TINY_SMOLLM_SHAPE
 
 PARAMS = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True, logprobs=5)
 
 
-def native_tiny_engine(seed: int = 0, **options) -> Engine:
+def int8_blocks(rng, rows: int, cols: int, group: int) -> gguf_weights.Int8Blocks:
+    """Random 6-bit values (Q6_K's range, less its offset) with a scale per `group` weights."""
+    scale = rng.uniform(0.01, 0.1, (rows, cols // group)).astype(np.float32)
+    return gguf_weights.Int8Blocks(rng.integers(-32, 32, (rows, cols), dtype=np.int8), scale)
+
+
+def native_tiny_engine(seed: int = 0, mixed: bool = False, **options) -> Engine:
     """A random model of the embedded model's architecture whose projections are random
-    4-bit blocks, with the fused path built for it (`options`: more EngineConfig fields)."""
+    4-bit blocks -- or, `mixed`, some 4-bit, some 8-bit with a scale per 32 (Q8_0, Q5_0) and
+    some with one per 16 (Q6_K), as in a Q4_K_M file -- with the fused path built for it
+    (`options`: more EngineConfig fields)."""
     engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="float", kv_cache_bytes=4 << 20,
                     **options)
     rng = np.random.default_rng(seed)
     stored = {}
-    for name, module in engine.model.named_modules():
+    for index, (name, module) in enumerate(engine.model.named_modules()):
         if name.endswith(("attn.qkv", "attn.o", "mlp.gate_up", "mlp.down")):
             rows, cols = module.weight.shape
+            if mixed and index % 3:
+                stored[name] = int8_blocks(rng, rows, cols, 16 if index % 3 == 1 else 32)
+                continue
             scale = rng.uniform(0.005, 0.05, (rows, cols // 32)).astype(np.float32)
             stored[name] = gguf_weights.Int4Blocks(rng.integers(0, 16, (rows, cols), dtype=np.uint8), scale,
                                                    (-8 * scale + rng.normal(0, 0.01, scale.shape)).astype(np.float32))
@@ -52,8 +63,11 @@ def with_and_without_fusion(engine: Engine, prompts, params=PARAMS, between=lamb
     return fused, per_op
 
 
-def test_steps_give_the_per_op_paths_tokens_and_logprobs_bit_for_bit():
-    engine = native_tiny_engine()
+@pytest.mark.parametrize("mixed", [False, True])
+def test_steps_give_the_per_op_paths_tokens_and_logprobs_bit_for_bit(mixed):
+    engine = native_tiny_engine(mixed=mixed)
+    kinds = {type(layer.get_submodule(name)) for layer in engine.model.layers for name in ("attn.qkv", "mlp.down")}
+    assert kinds == ({Int4BlockLinear, Int8BlockLinear} if mixed else {Int4BlockLinear})
     prompts = [list(range(5, 5 + n)) for n in (3, 17, 40, 9)]  # contexts of different lengths and blocks
     fused, per_op = with_and_without_fusion(engine, prompts)
     for a, b in zip(fused, per_op):
@@ -135,16 +149,23 @@ def test_models_it_cannot_run_are_left_to_the_per_op_path():
     layer = model.layers[1]
     layer.mlp.down.bias = torch.nn.Parameter(torch.zeros(model.config.hidden_size), requires_grad=False)
     assert not fits_model(model, caches, attention_torch)
+    layer.mlp.down.bias = None
+    assert fits_model(model, caches, attention_torch)
+    blocks = int8_blocks(np.random.default_rng(0), *layer.mlp.down.dequantized().shape, 32)
+    layer.mlp.down = Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale))  # a scale per 32
+    assert not fits_model(model, caches, attention_torch)
+    layer.mlp.down = Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale), halves=True)
+    assert fits_model(model, caches, attention_torch)
     float_engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="float", kv_cache_bytes=1 << 20)
     assert not fits_model(float_engine.model, float_engine.runner.kv_caches, attention_torch)
     assert isinstance(model.layers[0].attn.qkv, Int4BlockLinear)
 
 
-@pytest.mark.parametrize("batch", [1, 6])
-def test_the_cache_a_fused_step_writes_is_the_per_op_paths(batch):
+@pytest.mark.parametrize("batch,mixed", [(1, False), (6, False), (6, True)])
+def test_the_cache_a_fused_step_writes_is_the_per_op_paths(batch, mixed):
     """Both engines run the same prompts from zeroed caches; afterwards every layer's
     cache holds the same bits."""
-    fused_engine, per_op_engine = native_tiny_engine(seed=3), native_tiny_engine(seed=3)
+    fused_engine, per_op_engine = native_tiny_engine(seed=3, mixed=mixed), native_tiny_engine(seed=3, mixed=mixed)
     per_op_engine.runner.fused_step = None
     for engine in (fused_engine, per_op_engine):
         for k, v in engine.runner.kv_caches:

@@ -1,6 +1,7 @@
-"""The int8 block matmul (structgen.engine.kernels.int8_matmul), the LM head of a model
-whose GGUF file stores it in Q8_0: the activations are quantized to int8 per block of 32
-and the products summed in integers. Its result is that computation's, up to float32
+"""The int8 block matmul (structgen.engine.kernels.int8_matmul), the layers and LM head of
+a model whose GGUF file stores them in Q8_0, Q5_0 (a scale per block of 32) or Q6_K (a
+scale per half block of 16): the activations are quantized to int8 per block of 32 and
+the products summed in integers. Its result is that computation's, up to float32
 rounding; it is the float matmul's within what rounding the activations can move it; and
 it is the same bits on the AVX2 path and the portable one, for a row alone or beside
 others, on one thread or two."""
@@ -16,11 +17,12 @@ from tests.engine.activation_blocks import activations, quantized_activations
 EPS = torch.finfo(torch.float32).eps
 
 
-def blocks(rows: int, cols: int, seed: int = 0):
+def blocks(rows: int, cols: int, seed: int = 0, halves: int = 1):
+    """Random weights with a scale per block of 32 (halves 1) or per half block (2)."""
     gen = torch.Generator().manual_seed(seed)
     q = torch.randint(-128, 128, (rows, cols), dtype=torch.int8, generator=gen)  # -128 too, which Q8_0 allows
-    scale = torch.rand(rows, cols // 32, generator=gen) * 0.02
-    dequantized = (q.double().reshape(rows, -1, 32) * scale.double()[..., None]).reshape(rows, cols)
+    scale = torch.rand(rows, cols // 32 * halves, generator=gen) * 0.02
+    dequantized = (q.double().reshape(rows, scale.shape[1], -1) * scale.double()[..., None]).reshape(rows, cols)
     return q, scale, dequantized
 
 
@@ -30,25 +32,30 @@ def product(x, q, scale, portable=False):
 
 @pytest.mark.parametrize("rows,cols", [(1000, 576), (64, 32), (130, 2048), (43, 96)])
 @pytest.mark.parametrize("batch", [1, 3, 4, 9])
-def test_it_computes_the_integer_products_of_the_quantized_activations(rows, cols, batch):
-    q, scale, _ = blocks(rows, cols)
+@pytest.mark.parametrize("halves", [1, 2])
+def test_it_computes_the_integer_products_of_the_quantized_activations(rows, cols, batch, halves):
+    q, scale, _ = blocks(rows, cols, halves=halves)
     x = activations(batch, cols)
     qx, d = quantized_activations(x)
-    integer_sums = torch.einsum("nbj,rbj->nrb", qx.double(), q.double().reshape(rows, cols // 32, 32))  # exact
-    scaled = scale.double()[None] * d.double()[:, None] * integer_sums  # [n, rows, blocks]
+    parts = cols // 32 * halves
+    integer_sums = torch.einsum("npj,rpj->nrp", qx.double().reshape(batch, parts, -1),
+                                q.double().reshape(rows, parts, -1))  # exact, per part with a scale
+    d_parts = d.double().repeat_interleave(halves, dim=1)
+    scaled = scale.double()[None] * d_parts[:, None] * integer_sums  # [n, rows, parts]
     expected = scaled.sum(-1)
     got = product(x, q, scale)
     assert got.dtype == torch.float32 and got.shape == (batch, rows)
-    bound = 4 * (cols // 32 + 8) * EPS * scaled.abs().sum(-1)  # float32 rounding of each term and of the sum
+    bound = 4 * (parts + 8) * EPS * scaled.abs().sum(-1)  # float32 rounding of each term and of the sum
     assert ((got.double() - expected).abs() <= bound).all()
 
 
 @pytest.mark.parametrize("batch", [1, 5])
-def test_it_is_the_float_matmul_within_the_activations_rounding(batch):
+@pytest.mark.parametrize("halves", [1, 2])
+def test_it_is_the_float_matmul_within_the_activations_rounding(batch, halves):
     """Each activation moves by at most half its block's step d when quantized, so the
     result moves by at most sum over blocks of d / 2 * sum |w| from the exact product."""
     rows, cols = 296, 576
-    q, scale, dequantized = blocks(rows, cols, seed=3)
+    q, scale, dequantized = blocks(rows, cols, seed=3, halves=halves)
     x = activations(batch, cols, seed=4)
     _, d = quantized_activations(x)
     exact = x.double() @ dequantized.T
@@ -59,8 +66,9 @@ def test_it_is_the_float_matmul_within_the_activations_rounding(batch):
     assert ((got.double() - exact).norm() / exact.norm()) < 0.02
 
 
-def test_a_row_is_the_same_bits_alone_beside_others_on_either_path_and_any_thread_count():
-    q, scale, _ = blocks(4099, 576)  # a last group of 3 rows
+@pytest.mark.parametrize("halves", [1, 2])
+def test_a_row_is_the_same_bits_alone_beside_others_on_either_path_and_any_thread_count(halves):
+    q, scale, _ = blocks(4099, 576, halves=halves)  # a last group of 3 rows
     weights = (*int8_matmul.pack(q, scale), 4099)
     x = activations(70, 576, seed=2)  # more than a tile of 64 rows
     threads = torch.get_num_threads()
@@ -91,13 +99,25 @@ def test_packing_interleaves_eight_rows_and_unpacks_exactly():
     assert torch.equal(int8_matmul.per_row(scales, 13), scale)
 
 
-def test_lookup_gives_the_dequantized_rows_exactly():
-    q, scale, _ = blocks(21, 64, seed=6)
+@pytest.mark.parametrize("halves", [1, 2])
+def test_lookup_gives_the_dequantized_rows_exactly(halves):
+    q, scale, _ = blocks(21, 64, seed=6, halves=halves)
     scale = scale.half().float()  # a GGUF scale is a float16: int8 times it is exact in float32
     packed, scales = int8_matmul.pack(q, scale)
     ids = torch.tensor([20, 0, 7, 8, 7])
-    expected = (q.float().reshape(21, 2, 32) * scale[..., None]).reshape(21, 64)[ids]
+    expected = (q.float().reshape(21, 2 * halves, -1) * scale[..., None]).reshape(21, 64)[ids]
     assert torch.equal(int8_matmul.lookup(packed, scales, ids), expected)
+
+
+def test_half_block_scales_go_after_each_other_per_block():
+    """With a scale per half block, a group's block b has 16 scales: its first half's 8 (row
+    order), then its second's."""
+    q, scale, _ = blocks(13, 64, seed=7, halves=2)
+    packed, scales = int8_matmul.pack(q, scale)
+    assert scales.shape == (2, 4, 8) and int8_matmul.halves_of(packed, scales) == 2
+    g, b, h, j = 1, 1, 1, 3
+    assert scales[g, 2 * b + h, j] == scale[8 * g + j, 2 * b + h]
+    assert torch.equal(int8_matmul.per_row(scales, 13), scale)
 
 
 def test_an_empty_batch_gives_no_rows():
@@ -109,12 +129,12 @@ def test_weights_it_cannot_read_are_refused_plainly():
     q, scale, _ = blocks(64, 64)
     with pytest.raises(ValueError, match="multiple of 32"):
         int8_matmul.pack(q[:, :48].contiguous(), scale)
-    with pytest.raises(ValueError, match=r"scales of shape \(64, 2\)"):
+    with pytest.raises(ValueError, match=r"scales of shape \(64, 2\) or \(64, 4\)"):
         int8_matmul.pack(q, scale[:, :1])
     with pytest.raises(ValueError, match="2-d int8 CPU tensor"):
         int8_matmul.pack(q.float(), scale)
     packed, scales = int8_matmul.pack(q, scale)
-    with pytest.raises(ValueError, match=r"float32 CPU scales of shape \(8, 2, 8\)"):
+    with pytest.raises(ValueError, match=r"float32 CPU scales of shape \(8, 2, 8\) or \(8, 4, 8\)"):
         int8_matmul.check_blocks(packed, scales[:, :1].contiguous(), 64)
     with pytest.raises(ValueError, match=r"int8 CPU tensor of shape \(groups, blocks, 256\)"):
         int8_matmul.check_blocks(q, scales, 64)

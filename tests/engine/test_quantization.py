@@ -2,8 +2,8 @@
 multiplies as its dequantized weight does, stays within its rounding of the float
 weight, refuses at load what it cannot run (naming the layer or the device), and an
 engine built with it decodes like the float one. GGUF weights (models.gguf_weights)
-decode as gguf's own dequantization does, bit for bit, and the embedded model's 4-bit
-layers become int4 layers as they are stored."""
+decode as gguf's own dequantization does, bit for bit, and the layers a file stores in 4
+to 8 bits (the embedded model's Q4_1; Q5_0, Q6_K, Q8_0) become layers as they are stored."""
 
 from __future__ import annotations
 
@@ -109,16 +109,19 @@ def test_quantize_model_with_none_leaves_the_model_alone():
 
 # -- GGUF weights read as they are stored ------------------------------------------------
 
-GGUF_FORMATS = ["Q4_0", "Q4_1", "Q4_K", "Q8_0"]
+GGUF_FORMATS = ["Q4_0", "Q4_1", "Q4_K", "Q8_0", "Q5_0", "Q6_K"]
+INT8_FORMATS = ("Q8_0", "Q5_0", "Q6_K")
 
 
 def random_blocks(fmt: str, rows: int, cols: int, rng) -> np.ndarray:
-    """Stored bytes of a `fmt` tensor: random values, with finite f16 scales."""
+    """Stored bytes of a `fmt` tensor: random values, with finite f16 scales (at the start
+    of each block, but Q6_K's one at its end)."""
     block, size = GGML_QUANT_SIZES[GGMLQuantizationType[fmt]]
     data = rng.integers(0, 256, (rows, cols // block, size), dtype=np.uint8)
-    scales = 2 if fmt in ("Q4_1", "Q4_K") else 1  # f16 values at the start of each block
+    scales = 2 if fmt in ("Q4_1", "Q4_K") else 1
     values = (rng.standard_normal((rows, cols // block, scales)) * 0.01).astype(np.float16)
-    data[..., : 2 * scales] = values.view(np.uint8).reshape(rows, cols // block, 2 * scales)
+    where = slice(size - 2, size) if fmt == "Q6_K" else slice(0, 2 * scales)
+    data[..., where] = values.view(np.uint8).reshape(rows, cols // block, 2 * scales)
     return data.reshape(rows, -1)
 
 
@@ -147,8 +150,71 @@ def test_each_gguf_format_decodes_as_ggufs_own_dequantization_bit_for_bit(writte
     assert (tensor.format, tensor.rows, tensor.cols) == (fmt, 16, 512)
     expected = gguf_quants.dequantize(written[fmt], GGMLQuantizationType[fmt]).astype(np.float32).reshape(16, 512)
     decoded = tensor.decoded()
-    assert isinstance(decoded, gguf_weights.Int8Blocks if fmt == "Q8_0" else gguf_weights.Int4Blocks)
+    assert isinstance(decoded, gguf_weights.Int8Blocks if fmt in INT8_FORMATS else gguf_weights.Int4Blocks)
     assert np.array_equal(decoded.dequantize(), expected)
+
+
+@pytest.mark.parametrize("fmt", INT8_FORMATS)
+def test_an_8_bit_gguf_tensor_becomes_a_native_cpu_layer_exactly_as_stored(written_gguf, fmt):
+    """Q8_0, Q5_0 and Q6_K are held as int8 values with their own scales (Q6_K: one per 16
+    weights; the others given per 16 as well, each twice, where `halves`): the layer's
+    weight is gguf's own dequantization, bit for bit, and it multiplies as that weight
+    does, within its activations' int8 rounding."""
+    path, _ = written_gguf
+    blocks = gguf_weights.read_tensors(path)[f"t.{fmt}"].decoded()
+    assert blocks.scale.shape == (16, 512 // (16 if fmt == "Q6_K" else 32))
+    expected = torch.from_numpy(blocks.dequantize())
+    for halves in (False, True):
+        layer = quantization.Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale),
+                                             halves=halves)
+        assert torch.equal(layer.dequantized(), expected)
+    x = torch.randn(3, 512, generator=torch.Generator().manual_seed(0))
+    exact = x.double() @ expected.double().T
+    assert ((layer(x).double() - exact).norm() / exact.norm()) < 0.02
+
+
+def test_8_bit_parts_fuse_into_one_layer_and_4_and_8_bit_parts_into_a_split_one(tmp_path):
+    """As in a Q4_K_M file: q and k in Q5_0 with v in Q6_K make one int8 layer, its Q5_0
+    scales given per 16 as Q6_K's are (the weights unchanged); gate in Q4_K with up in
+    Q8_0 make a SplitBlocks of the two, which the blocks' cache keeps as they are, and
+    which native runs as a SplitLinear giving each part's own product."""
+    rng = np.random.default_rng(1)
+    path = tmp_path / "mixed.gguf"
+    writer = GGUFWriter(str(path), "llama")
+    parts = {"attn_q": ("Q5_0", 64), "attn_k": ("Q5_0", 32), "attn_v": ("Q6_K", 32),
+             "ffn_gate": ("Q4_K", 64), "ffn_up": ("Q8_0", 64)}
+    for name, (fmt, rows) in parts.items():
+        writer.add_tensor(f"blk.0.{name}.weight", random_blocks(fmt, rows, 256, rng),
+                          raw_dtype=GGMLQuantizationType[fmt])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tensors = {name: tensor.dequantize() for name, tensor in gguf_weights.read_tensors(path).items()}
+    stored = gguf_weights.stored_linears(path, num_heads=2, num_kv_heads=1, cache=tmp_path / "blocks.safetensors")
+    qkv, gate_up = stored["layers.0.attn.qkv"], stored["layers.0.mlp.gate_up"]
+    assert isinstance(qkv, gguf_weights.Int8Blocks) and qkv.scale.shape == (128, 256 // 16)
+    expected_qkv = np.concatenate([tensors["blk.0.attn_q.weight"][gguf_weights.unpermute_rows(64, 2)],
+                                   tensors["blk.0.attn_k.weight"][gguf_weights.unpermute_rows(32, 1)],
+                                   tensors["blk.0.attn_v.weight"]])
+    assert np.array_equal(qkv.dequantize(), expected_qkv)
+    assert isinstance(gate_up, gguf_weights.SplitBlocks)
+    assert [type(part) for part in gate_up.parts] == [gguf_weights.Int4Blocks, gguf_weights.Int8Blocks]
+    expected_gate_up = np.concatenate([tensors["blk.0.ffn_gate.weight"], tensors["blk.0.ffn_up.weight"]])
+    assert np.array_equal(gate_up.dequantize(), expected_gate_up)
+    cached = gguf_weights.stored_linears(path, 2, 1, cache=tmp_path / "blocks.safetensors")
+    assert np.array_equal(cached["layers.0.mlp.gate_up"].dequantize(), expected_gate_up)
+    assert np.array_equal(cached["layers.0.attn.qkv"].dequantize(), expected_qkv)
+    model = nn.Module()
+    model.embed = nn.Embedding(4, 256)
+    model.gate_up = nn.Linear(256, 128, bias=False)
+    quantize_model(model, "native", stored={"gate_up": cached["layers.0.mlp.gate_up"]})
+    assert isinstance(model.gate_up, quantization.SplitLinear)
+    assert torch.equal(model.gate_up.dequantized(), torch.from_numpy(expected_gate_up))
+    x = torch.randn(3, 256, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(model.gate_up(x), torch.cat([part(x) for part in model.gate_up.parts], dim=-1))
+    exact = x.double() @ torch.from_numpy(expected_gate_up).double().T
+    assert ((model.gate_up(x).double() - exact).norm() / exact.norm()) < 0.02
 
 
 @pytest.mark.parametrize("fmt", ["Q4_0", "Q4_1", "Q4_K"])
@@ -250,7 +316,7 @@ def test_native_runs_the_embedded_files_4_bit_layers_and_8_bit_head_as_stored():
 
 
 def test_native_says_in_one_line_which_layers_have_no_stored_form(caplog):
-    """Layers a GGUF file stores in a format without a kernel here (Q6_K, F16, ...) run
+    """Layers a GGUF file stores in a format without a kernel here (Q5_1, F16, ...) run
     dequantized, and loading says so once."""
     engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="float", kv_cache_bytes=1 << 20)
     qkv = engine.model.layers[0].attn.qkv.weight
@@ -266,5 +332,5 @@ def test_native_says_in_one_line_which_layers_have_no_stored_form(caplog):
     layers = len(engine.model.layers) * 4
     [record] = caplog.records
     assert record.getMessage() == (f"native quantization: {layers - 1} decoder linear layers (layers.0.attn.o and "
-                                   f"{layers - 2} more) are stored in a format other than Q4_0, Q4_1, Q4_K or Q8_0 "
+                                   f"{layers - 2} more) are stored in a format other than Q4_0, Q4_1, Q4_K, Q5_0, Q6_K or Q8_0 "
                                    "and run dequantized to float")

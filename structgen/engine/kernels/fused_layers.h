@@ -2,16 +2,17 @@
  * layer, the RMSNorm (with the residual add), the fused q/k/v projection, RoPE, the store
  * of k and v in the paged cache, attention, the output projection, the second norm, the
  * fused gate/up projection, SiLU-gating and the down projection; then the final norm.
- * The projections are 4-bit block weights (int4_rows.h); the model has no biases and no
- * q/k norms. Each row is one new token -- a decode, a prompt chunk's token or one of a
- * jump-forward span -- with its own block table and the number of positions it attends
- * to (attention_rows.h), so one call runs any step.
+ * Each projection is 4-bit block weights (int4_rows.h) or 8-bit ones with a scale per half
+ * block (int8_rows.h); the model has no biases and no q/k norms. Each row is one new
+ * token -- a decode, a prompt chunk's token or one of a jump-forward span -- with its own
+ * block table and the number of positions it attends to (attention_rows.h), so one call
+ * runs any step.
  *
  * It chains the kernels the engine's per-op path calls one by one from Python
- * (rms_norm_rows.h, int4_rows.h, rope_and_cache.h, attention_rows.h, silu_mul_rows.h),
- * on the same buffers in the same order, so its hidden states are that path's, bit for
- * bit; what it saves is the interpreter's time between them, which in a decode step of
- * a small model is as long as the arithmetic. */
+ * (rms_norm_rows.h, int4_rows.h, int8_rows.h, rope_and_cache.h, attention_rows.h,
+ * silu_mul_rows.h), on the same buffers in the same order, so its hidden states are that
+ * path's, bit for bit; what it saves is the interpreter's time between them, which in a
+ * decode step of a small model is as long as the arithmetic. */
 
 #ifndef STRUCTGEN_FUSED_LAYERS_H
 #define STRUCTGEN_FUSED_LAYERS_H
@@ -22,12 +23,14 @@
 
 #include "attention_rows.h"
 #include "int4_rows.h"
+#include "int8_rows.h"
 #include "rms_norm_rows.h"
 #include "rope_and_cache.h"
 #include "silu_mul_rows.h"
 
 /* One layer's weights, as addresses: the norms' float32 vectors, and for each projection
- * its packed weights, scales and minimums (int4_rows.h). */
+ * its packed weights, scales and minimums (int4_rows.h), or its packed int8 weights, two
+ * scales per block and 0 (int8_rows.h). */
 enum fused_layer_field {
     FUSED_INPUT_NORM, FUSED_QKV, FUSED_QKV_SCALE, FUSED_QKV_MIN, FUSED_O, FUSED_O_SCALE, FUSED_O_MIN,
     FUSED_POST_NORM, FUSED_GATE_UP, FUSED_GATE_UP_SCALE, FUSED_GATE_UP_MIN, FUSED_DOWN, FUSED_DOWN_SCALE,
@@ -42,6 +45,17 @@ typedef struct {
 } fused_shape;
 
 #define FUSED_FIELD(layer, field) ((const void *)(uintptr_t)weights[(layer) * FUSED_FIELDS + (field)])
+
+/* out [n, rows] = x [n, k] @ the weights [rows, k].T of the projection whose packed
+ * weights are field `field` of the layer's row (its scales and minimums the next two):
+ * 4-bit, or 8-bit where the minimums' address is 0. */
+static int fused_projection(const int64_t *weights, int64_t layer, int field, const float *x, float *out,
+                            int64_t rows, int64_t k, int64_t n) {
+    const void *packed = FUSED_FIELD(layer, field), *scale = FUSED_FIELD(layer, field + 1);
+    const void *minimum = FUSED_FIELD(layer, field + 2);
+    if (minimum == NULL) return int8_rows(packed, scale, x, out, rows, k, n, 0, 2);
+    return int4_rows(packed, scale, minimum, x, out, rows, k, n, 0);
+}
 
 /* out [n, hidden] = the final norm of the last layer's output, from embeddings x [n, hidden]
  * of n new tokens; caches: each layer's k and v cache addresses (float16 where
@@ -71,8 +85,7 @@ static int fused_layers(const int64_t *weights, const int64_t *caches, const flo
             rms_norm_rows(residual, delta, residual, FUSED_FIELD(layer, FUSED_INPUT_NORM), h, n, hidden,
                           shape->eps);
         }
-        status |= int4_rows(FUSED_FIELD(layer, FUSED_QKV), FUSED_FIELD(layer, FUSED_QKV_SCALE),
-                            FUSED_FIELD(layer, FUSED_QKV_MIN), h, qkv, qkv_width, hidden, n, 0);
+        status |= fused_projection(weights, layer, FUSED_QKV, h, qkv, qkv_width, hidden, n);
         rope_rows(qkv, qkv_width, rotated, cos, signed_sin, n, heads + kv_heads, dim);
         cache_rows(rotated + q_size, q_size + kv_size, k_cache, slots, n, kv_size, shape->kv_half, 0);
         cache_rows(qkv + q_size + kv_size, qkv_width, v_cache, slots, n, kv_size, shape->kv_half, 0);
@@ -80,14 +93,11 @@ static int fused_layers(const int64_t *weights, const int64_t *caches, const flo
             memcpy(query + t * q_size, rotated + t * (q_size + kv_size), sizeof(float) * (size_t)q_size);
         status |= attention_rows(query, k_cache, v_cache, block_tables, shape->table_width, seq_lens, attended, n,
                                  heads, kv_heads, dim, shape->block_size, shape->scale, shape->kv_half, 0);
-        status |= int4_rows(FUSED_FIELD(layer, FUSED_O), FUSED_FIELD(layer, FUSED_O_SCALE),
-                            FUSED_FIELD(layer, FUSED_O_MIN), attended, delta, hidden, q_size, n, 0);
+        status |= fused_projection(weights, layer, FUSED_O, attended, delta, hidden, q_size, n);
         rms_norm_rows(residual, delta, residual, FUSED_FIELD(layer, FUSED_POST_NORM), h, n, hidden, shape->eps);
-        status |= int4_rows(FUSED_FIELD(layer, FUSED_GATE_UP), FUSED_FIELD(layer, FUSED_GATE_UP_SCALE),
-                            FUSED_FIELD(layer, FUSED_GATE_UP_MIN), h, gate_up, 2 * inter, hidden, n, 0);
+        status |= fused_projection(weights, layer, FUSED_GATE_UP, h, gate_up, 2 * inter, hidden, n);
         silu_mul_rows(gate_up, activated, n, inter, 0);
-        status |= int4_rows(FUSED_FIELD(layer, FUSED_DOWN), FUSED_FIELD(layer, FUSED_DOWN_SCALE),
-                            FUSED_FIELD(layer, FUSED_DOWN_MIN), activated, delta, hidden, inter, n, 0);
+        status |= fused_projection(weights, layer, FUSED_DOWN, activated, delta, hidden, inter, n);
     }
     if (status == 0) {
         float *total = residual;

@@ -1,6 +1,6 @@
 """float32 activations times int8 weights stored in blocks of 32 with a float32 scale
-each (GGUF's Q8_0: w = q * scale), into float32, on CPU: the LM head of a model whose
-file stores it so.
+each (GGUF's Q8_0 and Q5_0: w = q * scale), or one per half block of 16 (Q6_K), into
+float32, on CPU: the layers and LM head of a model whose file stores them so.
 
 Owns the layout of the weights (`pack`, `unpack`, `per_row`, `lookup`: rows interleaved
 by eights) and the call into the compiled kernel (int8_rows.h, through `cpu_kernels`),
@@ -19,7 +19,8 @@ import torch.nn.functional as F
 
 from structgen.engine.kernels.compiled import cpu_kernels, require
 
-BLOCK = 32  # weights per scale
+BLOCK = 32  # weights per block of the layout (per scale, or per two with HALVES)
+HALVES = 2  # scales per block where each half block has its own (GGUF's Q6_K: 16 weights each)
 GROUP_ROWS = 8  # weight rows interleaved together
 GROUP_BYTES = GROUP_ROWS * BLOCK  # one block of a group
 LANE = 4  # weights of one row side by side in a group's block
@@ -31,25 +32,29 @@ def check_rows(q: torch.Tensor, scale: torch.Tensor) -> None:
         raise ValueError(f"int8 block weights must be a 2-d int8 CPU tensor, got {q.dtype} {tuple(q.shape)} on "
                          f"{q.device}")
     rows, cols = q.shape
-    if cols % BLOCK or cols == 0 or rows == 0 or tuple(scale.shape) != (rows, cols // BLOCK):
+    shapes = [(rows, cols // BLOCK * halves) for halves in (1, HALVES)]
+    if cols % BLOCK or cols == 0 or rows == 0 or tuple(scale.shape) not in shapes:
         raise ValueError(f"int8 block weights of shape {tuple(q.shape)} need a width that is a positive multiple "
-                         f"of {BLOCK} and scales of shape ({rows}, {cols // BLOCK}); got {tuple(scale.shape)}")
+                         f"of {BLOCK} and scales of shape {shapes[0]} or {shapes[1]}; got {tuple(scale.shape)}")
 
 
 def pack(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(packed, scales) in the kernel's layout, from q int8 [rows, cols] and scale
-    [rows, cols / 32]: packed int8 [groups, blocks, 256], where in the m-th 32 bytes of a
-    group's block, bytes 4j..4j+3 hold row j's weights 4m..4m+3; scales float32
-    [groups, blocks, 8]. Rows past the last (up to a multiple of 8) are zeros."""
+    [rows, cols / 32] (or [rows, cols / 16]: a scale per half block): packed int8
+    [groups, blocks, 256], where in the m-th 32 bytes of a group's block, bytes 4j..4j+3
+    hold row j's weights 4m..4m+3; scales float32 [groups, blocks, 8] (or
+    [groups, 2 * blocks, 8], each block's halves in turn). Rows past the last (up to a
+    multiple of 8) are zeros."""
     check_rows(q, scale)
     rows, cols = q.shape
     padding = -rows % GROUP_ROWS
     groups, blocks = (rows + padding) // GROUP_ROWS, cols // BLOCK
+    parts = scale.shape[1]
     q = F.pad(q, (0, 0, 0, padding))
     scale = F.pad(scale.float(), (0, 0, 0, padding))
     lanes = q.reshape(groups, GROUP_ROWS, blocks, BLOCK // LANE, LANE)  # [g, j, b, m, t]
     packed = lanes.permute(0, 2, 3, 1, 4).reshape(groups, blocks, GROUP_BYTES).contiguous()
-    scales = scale.reshape(groups, GROUP_ROWS, blocks).permute(0, 2, 1).contiguous()
+    scales = scale.reshape(groups, GROUP_ROWS, parts).permute(0, 2, 1).contiguous()
     return packed, scales
 
 
@@ -61,18 +66,24 @@ def unpack(packed: torch.Tensor, rows: int) -> torch.Tensor:
 
 
 def per_row(scales: torch.Tensor, rows: int) -> torch.Tensor:
-    """The scales of `pack`'s layout: float32 [rows, blocks]."""
-    groups, blocks, _ = scales.shape
-    return scales.permute(0, 2, 1).reshape(groups * GROUP_ROWS, blocks)[:rows]
+    """The scales of `pack`'s layout: float32 [rows, blocks] (or [rows, 2 * blocks])."""
+    groups, parts, _ = scales.shape
+    return scales.permute(0, 2, 1).reshape(groups * GROUP_ROWS, parts)[:rows]
+
+
+def halves_of(packed: torch.Tensor, scales: torch.Tensor) -> int:
+    """Scales per block of `pack`'s layout: 1, or HALVES."""
+    return scales.shape[1] // packed.shape[1]
 
 
 def lookup(packed: torch.Tensor, scales: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Rows `ids` of the weights, dequantized to float32 [len(ids), cols] (exact: an int8
-    times a float16-valued scale is exact in float32)."""
+    """Rows `ids` of the weights, dequantized to float32 [len(ids), cols]: each q times
+    its scale, one float32 product, as GGUF's own dequantization computes it."""
     groups, blocks, _ = packed.shape
+    parts = scales.shape[1]
     group, row = ids // GROUP_ROWS, ids % GROUP_ROWS
     lanes = packed.view(groups, blocks, BLOCK // LANE, GROUP_ROWS, LANE)[group, :, :, row, :]  # [n, b, m, t]
-    q = lanes.reshape(ids.shape[0], blocks, BLOCK).float()
+    q = lanes.reshape(ids.shape[0], parts, BLOCK * blocks // parts).float()
     return (q * scales[group, :, row][..., None]).reshape(ids.shape[0], blocks * BLOCK)
 
 
@@ -83,11 +94,12 @@ def check_blocks(packed: torch.Tensor, scales: torch.Tensor, rows: int) -> None:
         raise ValueError(f"packed int8 weights must be a contiguous int8 CPU tensor of shape (groups, blocks, "
                          f"{GROUP_BYTES}) (`int8_matmul.pack`), got {packed.dtype} {tuple(packed.shape)} on "
                          f"{packed.device}")
-    expected = (*packed.shape[:2], GROUP_ROWS)
-    if (tuple(scales.shape) != expected or scales.dtype != torch.float32 or scales.device.type != "cpu"
+    groups, blocks, _ = packed.shape
+    expected = [(groups, blocks * halves, GROUP_ROWS) for halves in (1, HALVES)]
+    if (tuple(scales.shape) not in expected or scales.dtype != torch.float32 or scales.device.type != "cpu"
             or not scales.is_contiguous()):
         raise ValueError(f"packed int8 weights of shape {tuple(packed.shape)} need contiguous float32 CPU scales "
-                         f"of shape {expected}; got {scales.dtype} {tuple(scales.shape)}")
+                         f"of shape {expected[0]} or {expected[1]}; got {scales.dtype} {tuple(scales.shape)}")
     if not 0 < rows <= packed.shape[0] * GROUP_ROWS or rows <= (packed.shape[0] - 1) * GROUP_ROWS:
         raise ValueError(f"{rows} rows do not fill the {packed.shape[0]} groups of 8 of packed int8 weights")
 
@@ -108,5 +120,5 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, rows: in
     if x.shape[0] == 0:
         return out
     cpu_kernels.matmul_rows(packed.data_ptr(), scales.data_ptr(), x.data_ptr(), out.data_ptr(), rows, k,
-                            x.shape[0], portable)
+                            x.shape[0], portable, halves_of(packed, scales))
     return out

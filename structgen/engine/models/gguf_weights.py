@@ -5,8 +5,10 @@ from, and the map from GGUF tensor names to the model's linear layers:
 - Q4_0, Q4_1 and Q4_K: 4-bit values in groups of 32 with a scale and a minimum each
   (`Int4Blocks`, w = q * scale + minimum): an int4 layer of group size 32 takes them as
   they are, with no float round trip and no second rounding;
-- Q8_0: 8-bit values in groups of 32 with a scale each (`Int8Blocks`, w = q * scale);
-- any other format (Q6_K, Q5_K, F16, ...): dequantized to float32 by `gguf`.
+- Q8_0 and Q5_0: 8- and 5-bit values in groups of 32 with a scale each, and Q6_K: 6-bit
+  values with a scale per group of 16 (`Int8Blocks`, w = q * scale, q an int8: Q5_0's and
+  Q6_K's unsigned values less their offsets of 16 and 32);
+- any other format (Q5_1, Q5_K, F16, ...): dequantized to float32 by `gguf`.
 The LM head is stored as `output.weight`, or, in a model with tied embeddings, is the
 embedding table `token_embd.weight`; it is read as the layer "lm_head".
 Every decode reproduces `gguf`'s own dequantization bit for bit. Q and K projections
@@ -25,7 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-GROUP = 32  # weights per scale in every format decoded here
+GROUP = 32  # weights per scale in the 4-bit formats, Q8_0 and Q5_0
+HALF_GROUP = 16  # weights per scale in Q6_K
+QK_K = 256  # weights per super-block of the K formats
 INT4_FORMATS = ("Q4_0", "Q4_1", "Q4_K")
 # GGUF name (after "blk.N.") -> the model's linear layer and the slice of it (fused q/k/v, gate/up)
 LINEAR_NAMES = {
@@ -56,11 +60,18 @@ class Int4Blocks:
 @dataclass
 class Int8Blocks:
     q: np.ndarray  # int8 [rows, cols]
-    scale: np.ndarray  # float32 [rows, cols / GROUP]; w = q * scale
+    scale: np.ndarray  # float32 [rows, cols / GROUP] or [rows, cols / HALF_GROUP]; w = q * scale
 
     def dequantize(self) -> np.ndarray:
         rows, cols = self.q.shape
-        return (self.q.reshape(rows, -1, GROUP).astype(np.float32) * self.scale[..., None]).reshape(rows, cols)
+        parts = self.scale.shape[1]
+        return (self.q.reshape(rows, parts, -1).astype(np.float32) * self.scale[..., None]).reshape(rows, cols)
+
+    def per_half_group(self) -> "Int8Blocks":
+        """The same weights with a scale per 16 (each scale of a group of 32 given twice)."""
+        if self.scale.shape[1] * HALF_GROUP == self.q.shape[1]:
+            return self
+        return Int8Blocks(self.q, np.repeat(self.scale, GROUP // HALF_GROUP, axis=1))
 
     def take_rows(self, order: np.ndarray) -> "Int8Blocks":
         return Int8Blocks(self.q[order], self.scale[order])
@@ -76,10 +87,8 @@ class GGUFTensor:
 
     def decoded(self) -> Int4Blocks | Int8Blocks | np.ndarray:
         """The tensor in the form a layer takes: Int4Blocks, Int8Blocks, or float32."""
-        if self.format in INT4_FORMATS:
+        if self.format in DECODERS:
             return DECODERS[self.format](self.data.reshape(self.rows, -1))
-        if self.format == "Q8_0":
-            return decode_q8_0(self.data.reshape(self.rows, -1))
         return self.dequantize()
 
     def dequantize(self) -> np.ndarray:
@@ -172,18 +181,58 @@ def decode_q8_0(data: np.ndarray) -> Int8Blocks:
     return Int8Blocks(np.ascontiguousarray(blocks[..., 2:]).view(np.int8).reshape(rows, -1), _f16(blocks[..., 0:2]))
 
 
-DECODERS = {"Q4_0": decode_q4_0, "Q4_1": decode_q4_1, "Q4_K": decode_q4_k}
+def decode_q5_0(data: np.ndarray) -> Int8Blocks:
+    """Blocks of 22 bytes: scale d (f16), 32 high bits (one per value, little-endian), 16
+    bytes of nibbles (low ones first, as Q4_0); w = (q - 16) * d, q = nibble + 16 * bit."""
+    rows = data.shape[0]
+    blocks = data.reshape(rows, -1, 22)
+    high = np.ascontiguousarray(blocks[..., 2:6]).view("<u4")  # [rows, blocks, 1]
+    bits = ((high >> np.arange(32, dtype=np.uint32)) & 1).astype(np.uint8)
+    q = (_nibbles(blocks[..., 6:]) | (bits << 4)).astype(np.int8) - np.int8(16)
+    return Int8Blocks(q.reshape(rows, -1), _f16(blocks[..., 0:2]))
 
 
-StoredLinear = Int4Blocks | Int8Blocks
+def decode_q6_k(data: np.ndarray) -> Int8Blocks:
+    """Super-blocks of 256 weights in 210 bytes: 128 bytes of low nibbles, 64 bytes of high
+    bit pairs, sixteen int8 scales, and d (f16). Each half of 128 weights takes 64 low
+    bytes (their low nibbles, then their high ones) and 32 high bytes (bit pairs 0-1, 2-3,
+    4-5, 6-7 in turn); w = (q - 32) * (d * scale_j), one scale per 16 weights."""
+    rows = data.shape[0]
+    blocks = data.reshape(rows, -1, 210)
+    supers = blocks.shape[1]
+    low = blocks[..., :128].reshape(rows, supers, 2, 1, 64) >> np.array([0, 4], dtype=np.uint8).reshape(2, 1)
+    low = (low & 0x0F).reshape(rows, supers, 8, 32)
+    high = blocks[..., 128:192].reshape(rows, supers, 2, 1, 32) >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(4, 1)
+    high = (high & 0x03).reshape(rows, supers, 8, 32)
+    q = (low | (high << 4)).astype(np.int8) - np.int8(32)
+    scales = np.ascontiguousarray(blocks[..., 192:208]).view(np.int8).astype(np.float32)
+    return Int8Blocks(q.reshape(rows, -1), (_f16(blocks[..., 208:210])[..., None] * scales).reshape(rows, -1))
+
+
+DECODERS = {"Q4_0": decode_q4_0, "Q4_1": decode_q4_1, "Q4_K": decode_q4_k, "Q8_0": decode_q8_0,
+            "Q5_0": decode_q5_0, "Q6_K": decode_q6_k}
+
+
+@dataclass
+class SplitBlocks:
+    """A fused layer whose parts a file stores some in 4 bits and some in 8 (Q4_K q and k
+    beside a Q6_K v in a Q4_K_M file): its runs of rows, in order, each as stored."""
+
+    parts: list  # of Int4Blocks | Int8Blocks, each a run of consecutive parts of one form
+
+    def dequantize(self) -> np.ndarray:
+        return np.concatenate([part.dequantize() for part in self.parts])
+
+
+StoredLinear = Int4Blocks | Int8Blocks | SplitBlocks
 
 
 def stored_linears(path: Path, num_heads: int, num_kv_heads: int, cache: Path | None = None
                    ) -> dict[str, StoredLinear]:
     """The decoder's linear layers and the LM head as the file stores them: fused (q/k/v,
     gate/up), in the model's row order, by layer name ("layers.3.attn.qkv", "lm_head").
-    A layer with a part in another format (a float, Q6_K, ...) is left out: it loads as
-    float.
+    A layer with 4-bit and 8-bit parts is a SplitBlocks; one with a part in another
+    format (a float, Q5_1, ...) is left out: it loads as float.
     `cache`: a safetensors file that holds the result after the first read."""
     if cache is not None and cache.is_file():
         return _load_cached(cache)
@@ -194,7 +243,7 @@ def stored_linears(path: Path, num_heads: int, num_kv_heads: int, cache: Path | 
         target = linear_target(name, tied)
         if target is None:
             continue
-        decoded = tensor.decoded() if tensor.format in (*INT4_FORMATS, "Q8_0") else None
+        decoded = tensor.decoded() if tensor.format in DECODERS else None
         heads = {"attn_q.weight": num_heads, "attn_k.weight": num_kv_heads}.get(name.split(".", 2)[-1])
         if decoded is not None and heads:
             decoded = decoded.take_rows(unpermute_rows(tensor.rows, heads))
@@ -206,21 +255,33 @@ def stored_linears(path: Path, num_heads: int, num_kv_heads: int, cache: Path | 
 
 
 def _fuse(pieces: dict) -> StoredLinear | None:
-    """One layer from its parts in order, or None unless every part has the same form."""
+    """One layer from its parts in order: one form where they share it, a SplitBlocks of
+    runs of one form where they are 4- and 8-bit, None where a part has no stored form."""
     ordered = [pieces[key] for key in sorted(pieces, key=lambda k: -1 if k is None else k)]
     kinds = {type(piece) for piece in ordered}
-    if len(kinds) != 1 or kinds == {type(None)}:
+    if type(None) in kinds:
         return None
+    if len(kinds) > 1:
+        runs = [[ordered[0]]]
+        for piece in ordered[1:]:
+            if type(piece) is type(runs[-1][0]):
+                runs[-1].append(piece)
+            else:
+                runs.append([piece])
+        return SplitBlocks([_fuse(dict(enumerate(run))) for run in runs])
     if kinds == {Int4Blocks}:
         return Int4Blocks(*(np.concatenate([getattr(p, f) for p in ordered]) for f in ("q", "scale", "minimum")))
+    if len({p.scale.shape[1] / p.q.shape[1] for p in ordered}) > 1:  # Q6_K beside Q8_0 or Q5_0 parts
+        ordered = [p.per_half_group() for p in ordered]
     return Int8Blocks(*(np.concatenate([getattr(p, f) for p in ordered]) for f in ("q", "scale")))
 
 
 def _save_cached(stored: dict[str, StoredLinear], cache: Path) -> None:
     from safetensors.numpy import save_file
 
-    arrays = {f"{layer}.{field}": np.ascontiguousarray(getattr(blocks, field))
-              for layer, blocks in stored.items() for field in blocks.__dataclass_fields__}
+    arrays = {f"{name}.{field}": np.ascontiguousarray(getattr(blocks, field))
+              for layer, whole in stored.items() for name, blocks in _named_parts(layer, whole)
+              for field in blocks.__dataclass_fields__}
     cache.parent.mkdir(parents=True, exist_ok=True)
     partial = cache.with_name(f"{cache.name}.{os.getpid()}.partial")  # processes filling it at once
     save_file(arrays, str(partial))
@@ -235,5 +296,21 @@ def _load_cached(cache: Path) -> dict[str, StoredLinear]:
     for key, array in arrays.items():
         layer, field = key.rsplit(".", 1)
         layers.setdefault(layer, {})[field] = array
-    return {layer: Int4Blocks(**fields) if "minimum" in fields else Int8Blocks(**fields)
-            for layer, fields in layers.items()}
+    stored: dict = {}
+    for name, fields in sorted(layers.items()):
+        blocks = Int4Blocks(**fields) if "minimum" in fields else Int8Blocks(**fields)
+        layer, _, part = name.partition(_PART)
+        if part:
+            stored.setdefault(layer, SplitBlocks([])).parts.append(blocks)  # (sorted: parts in order)
+        else:
+            stored[layer] = blocks
+    return stored
+
+
+_PART = ".part"  # a SplitBlocks' part i is cached as "<layer>.part<i>"; i < 10, so sorted names keep the order
+
+
+def _named_parts(layer: str, blocks: StoredLinear) -> list[tuple[str, Int4Blocks | Int8Blocks]]:
+    if isinstance(blocks, SplitBlocks):
+        return [(f"{layer}{_PART}{i}", part) for i, part in enumerate(blocks.parts)]
+    return [(layer, blocks)]

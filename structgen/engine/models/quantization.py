@@ -12,11 +12,12 @@ or the device cannot run (`QuantizationError`, naming the layer or the capabilit
 - "fp8": e4m3 weights with one scale per output channel, multiplied by
   `torch._scaled_mm` on GPUs of compute capability 8.9 and up, with each token's
   activations scaled to e4m3 on the fly; other devices are refused.
-- "native": a GGUF file's 4- and 8-bit layers as stored (see `quantize_model`); any
-  other layer or checkpoint stays float. On CPU the 4-bit layers multiply in integers,
-  their activations quantized to int8 per block of 32 (`Int4BlockLinear`, as llama.cpp
-  does), and an LM head the file stores as Q8_0 runs as stored too (`Int8BlockHead`, its
-  activations quantized the same way); on a GPU the 4-bit layers are `Int4Linear`s.
+- "native": a GGUF file's 4-, 5-, 6- and 8-bit layers as stored (see `quantize_model`);
+  any other layer or checkpoint stays float. On CPU they multiply in integers, their
+  activations quantized to int8 per block of 32, as llama.cpp does: the 4-bit layers
+  (Q4_0, Q4_1, Q4_K) as `Int4BlockLinear`s, the others (Q5_0, Q6_K, Q8_0, as int8 values)
+  as `Int8BlockLinear`s, an LM head so stored too (`Int8BlockHead`). On a GPU the 4-bit
+  layers are `Int4Linear`s and the 8-bit ones `Int8Linear`s (requantized per row).
 - None or "float": none; the weights stay in the engine's dtype.
 - "auto" (the default): "native" for the embedded default model on CPU, where it decodes
   several times faster than float and the quality guard finds it within 3% of float's
@@ -60,7 +61,7 @@ FP8_MAX = 448.0  # the largest finite e4m3 value
 # The packed CPU kernels are vectorized for bfloat16 activations only (float32 and float16
 # take a scalar loop, 10-40x slower): a layer casts its input to it and its output back.
 CPU_COMPUTE_DTYPE = torch.bfloat16
-STORED_FORMATS = "Q4_0, Q4_1, Q4_K or Q8_0"  # what native runs as stored (gguf_weights decodes them)
+STORED_FORMATS = "Q4_0, Q4_1, Q4_K, Q5_0, Q6_K or Q8_0"  # what native runs as stored (gguf_weights decodes them)
 log = logging.getLogger(__name__)
 
 
@@ -185,41 +186,63 @@ class Int4BlockLinear(nn.Module):
         return (q.reshape(rows, -1, int4_matmul.BLOCK) * scale[..., None] + minimum[..., None]).reshape(rows, cols)
 
 
-class Int8BlockHead(nn.Module):
-    """The LM head as a GGUF file stores it in Q8_0: int8 weights in blocks of 32 with a
-    float32 scale each, held in `kernels.int8_matmul`'s layout and multiplied on CPU by
-    its kernel: the activations are quantized to int8 per block of 32 and the products
-    summed in integers, as llama.cpp does (the quality guard measures the cost). A row's
-    logits are the same bits whatever else the step holds."""
+class Int8BlockLinear(nn.Module):
+    """A layer a GGUF file stores in 8-bit blocks: Q8_0 and Q5_0 (a scale per 32 weights)
+    or Q6_K (a scale per 16), decoded to int8 values (w = q * scale), held in
+    `kernels.int8_matmul`'s layout and multiplied on CPU by its kernel: the activations
+    are quantized to int8 per block of 32 and the products summed in integers, as llama.cpp
+    does (the quality guard measures the cost). `halves`: give the scales per 16 (a scale
+    per 32 twice), as the fused step reads every 8-bit projection. A row's output is the
+    same bits whatever else the step holds."""
 
-    def __init__(self, q: torch.Tensor, scale: torch.Tensor):
-        """`q` int8 [vocab, hidden], `scale` [vocab, hidden / 32], as the file holds them."""
+    def __init__(self, q: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
+                 halves: bool = False):
+        """`q` int8 [out, in], `scale` [out, in / 32] or [out, in / 16], as the file holds them."""
         super().__init__()
         compiled.require()
         self.rows = q.shape[0]
-        packed, scales = int8_matmul.pack(q, scale)
-        int8_matmul.check_blocks(packed, scales, self.rows)
+        if halves and scale.shape[1] * int8_matmul.BLOCK == q.shape[1]:
+            scale = scale.repeat_interleave(int8_matmul.HALVES, dim=1)
+        packed, scale = int8_matmul.pack(q, scale)
+        int8_matmul.check_blocks(packed, scale, self.rows)
         self.register_buffer("packed", packed)
-        self.register_buffer("scales", scales)
+        self.register_buffer("scale", scale)
+        self.minimum = None  # (a 4-bit block layer's third field: none here)
+        self.bias = frozen_copy(bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return int8_matmul.matmul(x, self.packed, self.scales, self.rows)
-
-    def lookup(self, ids: torch.Tensor) -> torch.Tensor:
-        """Rows `ids` of the weights in float32, exactly as the file's blocks give them."""
-        return int8_matmul.lookup(self.packed, self.scales, ids)
+        y = int8_matmul.matmul(x.reshape(-1, x.shape[-1]), self.packed, self.scale, self.rows)
+        y = y.view(*x.shape[:-1], y.shape[-1]).to(x.dtype)
+        return y if self.bias is None else y + self.bias
 
     def dequantized(self) -> torch.Tensor:
         q = int8_matmul.unpack(self.packed, self.rows).float()
-        scale = int8_matmul.per_row(self.scales, self.rows)
-        return (q.reshape(self.rows, -1, int8_matmul.BLOCK) * scale[..., None]).reshape(self.rows, -1)
+        scale = int8_matmul.per_row(self.scale, self.rows)
+        return (q.reshape(self.rows, scale.shape[1], -1) * scale[..., None]).reshape(self.rows, -1)
+
+
+class Int8BlockHead(Int8BlockLinear):
+    """The LM head as a GGUF file stores it in 8-bit blocks (`Int8BlockLinear`, with its
+    scales as stored); its logits stay float32. It can also give rows of its weights, for
+    a tied model's embedding table."""
+
+    def __init__(self, q: torch.Tensor, scale: torch.Tensor):
+        """`q` int8 [vocab, hidden], `scale` [vocab, hidden / 32] or [vocab, hidden / 16]."""
+        super().__init__(q, scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return int8_matmul.matmul(x, self.packed, self.scale, self.rows)
+
+    def lookup(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows `ids` of the weights in float32, exactly as the file's blocks give them."""
+        return int8_matmul.lookup(self.packed, self.scale, ids)
 
 
 class Int8BlockEmbedding(nn.Module):
     """A tied model's embedding table read from the same int8 blocks as its
     `Int8BlockHead`, so the float table need not be held (113 MB for the embedded
     model): each looked-up row is dequantized, which gives the float table's row exactly
-    (an int8 times a float16 scale is exact in float32)."""
+    (one float32 product per weight, as GGUF's own dequantization)."""
 
     def __init__(self, head: Int8BlockHead):
         super().__init__()
@@ -322,10 +345,11 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
     `stored`: layers as a quantized checkpoint holds them, by layer name
     (`gguf_weights.stored_linears`). A 4-bit one becomes an `Int4BlockLinear`
     as it is when the mode is native on CPU (and its rows a multiple of 8), an
-    `Int4Linear` when it is native otherwise or int4 at its group size; an 8-bit one an int8 layer when
-    the mode is native, and an 8-bit head ("lm_head") an `Int8BlockHead` when the mode is
-    native and the model is on CPU (with tied embeddings, the table is then looked up in
-    the same blocks). Native leaves the layers `stored` lacks float."""
+    `Int4Linear` when it is native otherwise or int4 at its group size; an 8-bit one an
+    `Int8BlockLinear` when the mode is native on CPU, an `Int8Linear` when it is native
+    otherwise; an 8-bit head ("lm_head") an `Int8BlockHead` when the mode is native and
+    the model is on CPU (with tied embeddings, the table is then looked up in the same
+    blocks). Native leaves the layers `stored` lacks float."""
     check_mode(mode, group_size)
     if mode == AUTO:
         raise QuantizationError(f"{AUTO!r} is resolved by the engine, which knows the checkpoint; "
@@ -359,21 +383,56 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
 
 def _int8_blocks(blocks) -> bool:
     """Whether stored blocks are 8-bit (a scale, no minimum)."""
-    return blocks is not None and getattr(blocks, "minimum", None) is None
+    return blocks is not None and not hasattr(blocks, "parts") and getattr(blocks, "minimum", None) is None
+
+
+class SplitLinear(nn.Module):
+    """A fused layer whose runs of rows a file stores in different forms (4-bit q and k
+    beside an 8-bit v), each run its own block layer; the outputs side by side. The
+    one-call step does not take it: a model with one runs op by op."""
+
+    def __init__(self, parts: list[nn.Module], bias: torch.Tensor | None):
+        super().__init__()
+        self.parts = nn.ModuleList(parts)
+        self.bias = frozen_copy(bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.cat([part(x) for part in self.parts], dim=-1)
+        return y if self.bias is None else y + self.bias
+
+    def dequantized(self) -> torch.Tensor:
+        return torch.cat([part.dequantized() for part in self.parts])
+
+
+def _cpu_block_layer(blocks, bias: torch.Tensor | None, rows: int, cols: int) -> nn.Module | None:
+    """Native on CPU: the block layer that holds `blocks` as stored, or None where the
+    int4 kernel cannot take the shape."""
+    if hasattr(blocks, "parts"):
+        parts = [_cpu_block_layer(part, None, part.q.shape[0], cols) for part in blocks.parts]
+        return None if None in parts else SplitLinear(parts, bias)
+    if _int8_blocks(blocks):
+        return Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale), bias, halves=True)
+    if int4_matmul.fits_shape(rows, cols):
+        return Int4BlockLinear(*(torch.from_numpy(getattr(blocks, f)) for f in ("q", "scale", "minimum")), bias)
+    return None
 
 
 def _layer(name: str, weight: torch.Tensor, bias: torch.Tensor | None, mode: str | None, group_size: int,
            blocks) -> nn.Module | None:
     """The layer that replaces `name`, built from its stored blocks where they serve the
     mode; None: keep the float layer (native, nothing stored that serves)."""
+    if blocks is not None and mode == NATIVE and weight.device.type == "cpu":
+        layer = _cpu_block_layer(blocks, bias, *weight.shape)
+        if layer is not None:
+            return layer
+    if hasattr(blocks, "parts"):  # (native off CPU, or int4: float, or quantized from it)
+        blocks = None
     four_bit = blocks is not None and not _int8_blocks(blocks)
-    if four_bit and mode == NATIVE and weight.device.type == "cpu" and int4_matmul.fits_shape(*weight.shape):
-        return Int4BlockLinear(*(torch.from_numpy(getattr(blocks, f)) for f in ("q", "scale", "minimum")), bias)
     if four_bit and (mode == NATIVE or (mode == "int4" and group_size == blocks.q.shape[1] // blocks.scale.shape[1])):
         return Int4Linear.from_blocks(*(torch.from_numpy(getattr(blocks, f)).to(weight.device)
                                         for f in ("q", "scale", "minimum")), bias, weight.dtype)
     if _int8_blocks(blocks) and mode == NATIVE:
-        return Int8Linear(weight, bias)  # GGUF's per-32 scales, requantized to one per row
+        return Int8Linear(weight, bias)  # GGUF's per-block scales, requantized to one per row
     if mode == NATIVE:
         return None
     return quantized_linear(name, weight, bias, mode, group_size)
