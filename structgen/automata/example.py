@@ -142,6 +142,8 @@ class _Writer:
         undeclared properties only) is written with one property, not empty. None
         last: the path cannot end (the example stops there)."""
         live, adjacency = self.nfa.graph_live(graph)
+        if graph.bound is not None:  # a bounded graph: a way with the fewest labels, which fits the bound
+            return _fewest_labels(graph, adjacency)
         state, seen, labels = graph.start, {graph.start}, []
 
         def leads_to_structure(dst: int) -> bool:
@@ -190,6 +192,21 @@ class _Writer:
                 return
             label, state = entry
             self.write(label, depth)
+
+
+def _fewest_labels(graph: ir.Graph, adjacency: dict) -> list[ir.Node]:
+    """The labels of a path from start to a final state with the fewest labels (a
+    bounded graph's `need`: each step keeps to a state one label, or no label, nearer)."""
+    need, state, labels = graph.bound.need, graph.start, []
+    while need[state]:
+        step = next(((dst, label) for dst, label in adjacency.get(state, ())
+                     if need[dst] + (label is not None) == need[state]), None)
+        if step is None:  # (its nearest way passes an empty label: the example stops here)
+            return labels + [None]
+        state, label = step
+        if label is not None:
+            labels.append(label)
+    return labels
 
 
 def _shortest_exit(graph: ir.Graph, adjacency: dict, live, state: int) -> list:

@@ -27,7 +27,9 @@ item (a negative leaf: the row of `bitsets` holding them), which reads no byte a
 tells `FlatDFA.free_bytes` what the state takes unwalked. A graph that counts characters
 (`ir.Counted`: a pattern under a maxLength) is flattened with its twin, which does not
 count; `FlatDFA.twin_of` rewrites a state whose count cannot bind within a token into the
-twin's state, whose mask it shares.
+twin's state, whose mask it shares. So is a bounded graph (`ir.Bound`: the same where the
+counted graph would be too big), whose states (state, count) are made as the closures
+reach them: its frames hold state + states * count, and `g_room` bounds the count.
 
 The compiler's default (STRUCTGEN_AUTOMATON=python selects the Python one). The IR is
 flattened at compile time, in Python; nodes that several grammars share are flattened
@@ -75,6 +77,7 @@ DONE = 0  # the empty continuation (frame 0)
 # node and the twin state (-1, -1 where it has none), its count, and its zone's top.
 G_TWIN_NODE, G_TWIN_STATE, G_COUNT, G_ZONE_TOP = range(4)
 G_COUNTED_FIELDS = 4
+UNBOUNDED, NO_ROOM = -1, -2  # `g_room` of a graph state without a bound, and of one no path may enter
 ACCEPT = 0  # item 0: the whole input matched (the smallest id: first in a sorted set)
 MAX_FLAT_NODES = 200_000  # past this the IR is flattened too slowly for a compile
 
@@ -96,16 +99,18 @@ class _Block:
         self.ids = ids
         self.bitset_of = bitset_of  # ranges (or ("bits", n)) -> row of `bitsets`
         self.raw = raw
-        (kind, a, b, c, kids, data, bitsets, g_final, g_edge_end, g_dst, g_label, g_free, g_counted, node_twin) = raw
+        (kind, a, b, c, kids, data, bitsets, g_final, g_edge_end, g_dst, g_label, g_free, g_counted, node_twin,
+         g_room) = raw
         self.num_nodes, self.num_graph_states = kind.size, g_final.size
         self.kind, self.a, self.b, self.c, self.kids = kind, a, b, c, kids
         self.node_twin = node_twin if node_twin.size else np.full(1, -1, np.int64)
         self.data = data if data.size else np.zeros(1, np.uint8)
         self.bitsets = bitsets if bitsets.shape[0] else np.zeros((1, 4), np.uint64)
-        self.g_final, self.g_free, self.g_counted = g_final, g_free, g_counted
+        self.g_final, self.g_free, self.g_counted, self.g_room = g_final, g_free, g_counted, g_room
         self.g_edge_start = np.concatenate([np.zeros(1, dtype=np.int64), g_edge_end])
         if not g_final.size:
             self.g_final, self.g_free = np.zeros(1, np.bool_), np.full(1, -1, np.int64)
+            self.g_room = np.full(1, UNBOUNDED, np.int64)
             self.g_counted = np.full((1, G_COUNTED_FIELDS), -1, np.int64)
             self.g_edge_start = np.zeros(2, np.int64)
         self.g_dst, self.g_label = (g_dst, g_label) if g_dst.size else (np.zeros(1, np.int64), np.zeros(1, np.int64))
@@ -123,7 +128,7 @@ class _Block:
 _EMPTY_BLOCK = _Block({}, {}, (
     *(np.zeros(0, dtype=np.int64) for _ in range(5)), np.zeros(0, dtype=np.uint8), np.zeros((0, 4), dtype=np.uint64),
     np.zeros(0, dtype=np.bool_), *(np.zeros(0, dtype=np.int64) for _ in range(4)),
-    np.zeros((0, G_COUNTED_FIELDS), dtype=np.int64), np.zeros(0, dtype=np.int64),
+    np.zeros((0, G_COUNTED_FIELDS), dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
 ), None)
 
 
@@ -153,6 +158,7 @@ class _Flattener:
         self.g_free: list[int] = []  # per graph state, the row of `bitsets` of its free bytes, or -1
         self.g_counted: list[tuple[int, ...]] = []  # per graph state, see G_COUNTED_FIELDS
         self.node_twin: list[int] = []  # per node, a bounded Repeat's twin (`ir.Repeat.twin`), or -1
+        self.g_room: list[int] = []  # per graph state, see FlatIR
 
     def id_of(self, node: ir.Node) -> int:
         key = id(node)
@@ -260,9 +266,16 @@ class _Flattener:
         free = node.free
         self.g_free += [self._bits_row(bits) if bits else -1 for bits in free] if free else [-1] * n
         self.g_counted += self._counted_rows(node)
+        bound = node.bound
+        self.g_room += [UNBOUNDED] * n if bound is None else [
+            bound.max - need if need <= bound.max else NO_ROOM for need in bound.need]
 
     def _counted_rows(self, node: ir.Graph) -> list[tuple[int, int, int, int]]:
-        """Per state of a Graph, its G_COUNTED_FIELDS."""
+        """Per state of a Graph, its G_COUNTED_FIELDS (a bounded graph's: its twin's
+        state is its own state, and its count is in the frame)."""
+        if node.bound is not None:
+            twin = self.id_of(node.bound.twin)
+            return [(twin, state, 0, node.bound.zone_top) for state in range(node.num_states)]
         counted = node.counted
         if counted is None:
             return [_NOT_COUNTED] * node.num_states
@@ -307,7 +320,7 @@ class _Flattener:
         will start from needs no ids (merging the shared block's is ~1 ms)."""
         own = (self.kind, self.a, self.b, self.c, self.kids, np.frombuffer(bytes(self.data), dtype=np.uint8),
                self.bitsets, self.g_final, self.g_edge_end, self.g_dst, self.g_label, self.g_free, self.g_counted,
-               self.node_twin)
+               self.node_twin, self.g_room)
         raw = tuple(old if not len(new) else np.concatenate([old, np.asarray(new, dtype=old.dtype).reshape(-1, *old.shape[1:])])
                     for old, new in zip(self.base.raw, own))
         if not with_ids:
@@ -350,9 +363,12 @@ def _wide(node: ir.Members) -> bool:
 
 def _graph_children(graph: ir.Graph) -> list[ir.Node]:
     """A Graph's labels, each once (its last occurrence: a walk that pops them from a
-    stack meets them in the order it met them listed in full), then its twin if counted."""
+    stack meets them in the order it met them listed in full), then its twin if counted
+    or bounded."""
     labels = {id(label): label for _, _, label in reversed(graph.edges) if label is not None}
     twin = [] if graph.counted is None else [graph.counted.twin]
+    if graph.bound is not None:
+        twin.append(graph.bound.twin)
     return [*reversed(labels.values()), *twin]
 
 
@@ -381,7 +397,10 @@ class FlatIR:
     GRAPH a = offset of its states in the graph pools, b = start state, c = states. Graph
     state g (offset + state) is final when `g_final[g]`; its edges are
     `g_edge_start[g]:g_edge_start[g + 1]` into `g_dst`, `g_label` (-1: epsilon);
-    `g_free[g]`: the row of `bitsets` of its free bytes, or -1.
+    `g_free[g]`: the row of `bitsets` of its free bytes, or -1. `g_room[g]`: UNBOUNDED in
+    a graph without a bound; in a bounded one (`ir.Bound`), the most labels a path may
+    have read on entering g and still reach an end within the bound (NO_ROOM: none).
+    A bounded graph's frame index is state + states * labels read.
     MEMBERS a = offset in `kids` of its record, b = entries (n), c = cap on the count:
     the record is the n entries as first member, the n as later member, then the
     fields R_CLOSE_NONE ... R_REQUIRED (node ids, -1 for no extra member; min and max
@@ -417,6 +436,7 @@ class FlatIR:
         self.arrays = (
             block.kind, block.a, block.b, block.c, block.kids, block.data, block.bitsets, block.nonempty,
             block.g_final, block.g_edge_start, block.g_dst, block.g_label, block.g_live, block.g_free,
+            block.g_room,
         )
         # the ids of the IR's objects: those flattened here, and the shared nodes' block
         # (whose ids never change; read when asked, so that no old block is kept alive)

@@ -43,6 +43,8 @@ cdef enum:
     G_COUNT = 2
     G_ZONE_TOP = 3
     G_COUNTED_FIELDS = 4
+    UNBOUNDED = -1
+    NO_ROOM = -2
     M_FRAMES = 0
     M_ITEMS = 1
     M_SETS = 2
@@ -90,6 +92,7 @@ cdef struct IR:
     const int64_t* g_label
     const uint8_t* g_live
     const int64_t* g_free
+    const int64_t* g_room
 
 
 cdef struct Store:

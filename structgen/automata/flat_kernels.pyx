@@ -58,6 +58,7 @@ LAYOUT = dict(
     R_EXTRA_LATER=R_EXTRA_LATER, R_MIN=R_MIN, R_MAX=R_MAX, R_WORDS=R_WORDS, R_REQUIRED=R_REQUIRED,
     MASK_BITS=MASK_BITS, DONE=DONE, ACCEPT=ACCEPT, DEAD=DEAD, G_TWIN_NODE=G_TWIN_NODE,
     G_TWIN_STATE=G_TWIN_STATE, G_COUNT=G_COUNT, G_ZONE_TOP=G_ZONE_TOP, G_COUNTED_FIELDS=G_COUNTED_FIELDS,
+    UNBOUNDED=UNBOUNDED, NO_ROOM=NO_ROOM,
     M_FRAMES=M_FRAMES, M_ITEMS=M_ITEMS, M_SETS=M_SETS, M_SET_ITEMS=M_SET_ITEMS, M_STATES=M_STATES,
     M_HASHED=M_HASHED, M_FAILED=M_FAILED, GROW_HASH=GROW_HASH, GROW_SETS=GROW_SETS,
     GROW_SET_ITEMS=GROW_SET_ITEMS, GROW_STATES=GROW_STATES, FAILED_AMBIGUOUS=FAILED_AMBIGUOUS,
@@ -72,8 +73,8 @@ LAYOUT = dict(
 
 cdef IR ir_of(tuple arrays) except *:
     cdef IR g
-    if len(arrays) != 14:
-        raise ValueError("FlatIR.arrays has 14 arrays")
+    if len(arrays) != 15:
+        raise ValueError("FlatIR.arrays has 15 arrays")
     g.kind = <const int64_t*>buffer_of(arrays[0], 8, False)
     g.a = <const int64_t*>buffer_of(arrays[1], 8, False)
     g.b = <const int64_t*>buffer_of(arrays[2], 8, False)
@@ -88,6 +89,7 @@ cdef IR ir_of(tuple arrays) except *:
     g.g_label = <const int64_t*>buffer_of(arrays[11], 8, False)
     g.g_live = <const uint8_t*>buffer_of(arrays[12], 1, False)
     g.g_free = <const int64_t*>buffer_of(arrays[13], 8, False)
+    g.g_room = <const int64_t*>buffer_of(arrays[14], 8, False)
     return g
 
 
@@ -631,21 +633,32 @@ cdef void resume(const IR* g, Store* st, Work* w, int64_t cont, int64_t depth) n
 
 cdef int64_t graph_state(const IR* g, Store* st, Work* w, int64_t x, int64_t y, int64_t cont,
                          int64_t depth) noexcept nogil:
-    """Push the moves of state `y` of graph `x`; returns its free-bytes marker item, or
-    -1."""
-    cdef int64_t gs = g.a[x] + y, found = -1, e, label, dst
+    """Push the moves of state `y` of graph `x` (in a bounded graph, state y % states
+    with y / states labels read: an edge goes on only where its target has room for
+    them, a labelled one's label counted); returns its free-bytes marker item, or -1."""
+    cdef int64_t n = g.c[x], base = g.a[x], found = -1, e, label, dst, count = 0, after, index
+    cdef bint bounded = g.g_room[base] != UNBOUNDED
+    if bounded:
+        count, y = y // n, y % n
+    cdef int64_t gs = base + y
     if g.g_free[gs] >= 0:  # a marker: the state's free bytes (see `free_entry`)
         found = item(st, -1 - g.g_free[gs], 0, cont)
     if g.g_final[gs]:
         push(w, st.meta, OP_RESUME, 0, 0, cont, depth)
     for e in range(g.g_edge_start[gs], g.g_edge_start[gs + 1]):
         label, dst = g.g_label[e], g.g_dst[e]
-        if not g.g_live[g.a[x] + dst] or (label >= 0 and not g.nonempty[label]):
+        if not g.g_live[base + dst] or (label >= 0 and not g.nonempty[label]):
             continue  # an edge through an empty label, or to a state with no way out
+        index = dst
+        if bounded:
+            after = count + (1 if label >= 0 else 0)
+            if after > g.g_room[base + dst]:
+                continue  # no end within the bound from there
+            index = dst + n * after
         if label < 0:
-            push(w, st.meta, OP_GRAPH, x, dst, cont, depth)
+            push(w, st.meta, OP_GRAPH, x, index, cont, depth)
         else:
-            push(w, st.meta, OP_ENTER, label, 0, frame(st, F_G, x, dst, cont), depth)
+            push(w, st.meta, OP_ENTER, label, 0, frame(st, F_G, x, index, cont), depth)
     return found
 
 
@@ -1294,7 +1307,8 @@ cdef int64_t counted_frame(const IR* g, const Store* st, const int64_t* g_counte
     depth[0] = 0
     while fr != DONE:
         fkind, fnode = st.frames[FRAME_COLS * fr], st.frames[FRAME_COLS * fr + 1]
-        if fkind == F_G and g_counted[G_COUNTED_FIELDS * (g.a[fnode] + st.frames[FRAME_COLS * fr + 2]) + G_TWIN_NODE] >= 0:
+        if fkind == F_G and g_counted[G_COUNTED_FIELDS * (g.a[fnode] + st.frames[FRAME_COLS * fr + 2] % g.c[fnode])
+                                      + G_TWIN_NODE] >= 0:
             return fr
         if fkind == F_R and node_twin[fnode] >= 0:
             return fr
@@ -1310,15 +1324,17 @@ cdef int64_t twinned_item(const IR* g, Store* st, const int64_t* g_counted, cons
     it; `passed` set); `it` itself where it passes no counting frame, DEAD where that
     frame is out of its zone, -2 where the call failed. `chain`: room for the frames
     below."""
-    cdef int64_t fr = st.items[ITEM_COLS * it + 2], depth, fkind, fnode, findex, gs, twin_node, twin_index, d, f, new
+    cdef int64_t fr = st.items[ITEM_COLS * it + 2], depth, fkind, fnode, findex, gs, count, twin_node, twin_index, d, f
+    cdef int64_t new
     cdef int64_t found = counted_frame(g, st, g_counted, node_twin, fr, &depth)
     if found < 0:
         return it
     passed[0] = True
     fkind, fnode, findex = st.frames[FRAME_COLS * found], st.frames[FRAME_COLS * found + 1], st.frames[FRAME_COLS * found + 2]
     if fkind == F_G:
-        gs = g.a[fnode] + findex
-        if g_counted[G_COUNTED_FIELDS * gs + G_COUNT] + longest > g_counted[G_COUNTED_FIELDS * gs + G_ZONE_TOP]:
+        gs = g.a[fnode] + findex % g.c[fnode]  # (a bounded graph's index: state + states * count)
+        count = findex // g.c[fnode] if g.g_room[g.a[fnode]] != UNBOUNDED else g_counted[G_COUNTED_FIELDS * gs + G_COUNT]
+        if count + longest > g_counted[G_COUNTED_FIELDS * gs + G_ZONE_TOP]:
             return DEAD
         twin_node, twin_index = g_counted[G_COUNTED_FIELDS * gs + G_TWIN_NODE], g_counted[G_COUNTED_FIELDS * gs + G_TWIN_STATE]
     else:

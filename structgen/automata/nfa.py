@@ -219,19 +219,30 @@ class LazyNFA:
         if done >= node.min:
             self._resume(parent, out, seen)
 
-    def _graph_state(self, graph: ir.Graph, state: int, parent: int, out: set, seen: set) -> None:
-        key = ("graph", id(graph), state, parent)
+    def _graph_state(self, graph: ir.Graph, index: int, parent: int, out: set, seen: set) -> None:
+        """State `index` of `graph`; in a bounded graph (`ir.Bound`), state index % states
+        with index / states labels read, as the compiled automaton numbers them: an edge
+        goes on only where its target can still reach an end within the bound."""
+        key = ("graph", id(graph), index, parent)
         if key in seen:
             return
         seen.add(key)
         _, adjacency = self.graph_live(graph)
+        bound, n = graph.bound, graph.num_states
+        state, count = (index, 0) if bound is None else (index % n, index // n)
         if state in graph.finals:
             self._resume(parent, out, seen)
         for dst, label in adjacency.get(state, ()):
+            target = dst
+            if bound is not None:
+                after = count + (label is not None)
+                if after + bound.need[dst] > bound.max:
+                    continue
+                target = dst + n * after
             if label is None:
-                self._graph_state(graph, dst, parent, out, seen)
+                self._graph_state(graph, target, parent, out, seen)
             else:
-                self._enter(label, self._push("G", graph, dst, parent), out, seen)
+                self._enter(label, self._push("G", graph, target, parent), out, seen)
 
     def _members_state(self, node: ir.Members, state: tuple, parent: int, out: set, seen: set) -> None:
         key = ("members", id(node), state, parent)

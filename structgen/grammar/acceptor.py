@@ -93,22 +93,28 @@ class _Walk:
         return frozenset(result)
 
     def _graph(self, x: ir.Graph, p: int) -> frozenset[int]:
+        """Ends of paths from the start to a final; in a bounded graph (`ir.Bound`), of
+        those that read at most its bound's labels."""
         by_src: dict[int, list] = {}
         for src, dst, label in x.edges:
             by_src.setdefault(src, []).append((dst, label))
         finals = set(x.finals)
+        bound = x.bound
         out: set[int] = set()
-        seen = {(x.start, p)}
-        stack = [(x.start, p)]
+        seen = {(x.start, p, 0)}
+        stack = [(x.start, p, 0)]
         while stack:
-            s, q = stack.pop()
+            s, q, count = stack.pop()
             if s in finals:
                 out.add(q)
             for dst, label in by_src.get(s, ()):
+                after = count if bound is None or label is None else count + 1
+                if bound is not None and after + bound.need[dst] > bound.max:
+                    continue
                 for r in [q] if label is None else self.ends(label, q):
-                    if (dst, r) not in seen:
-                        seen.add((dst, r))
-                        stack.append((dst, r))
+                    if (dst, r, after) not in seen:
+                        seen.add((dst, r, after))
+                        stack.append((dst, r, after))
         return frozenset(out)
 
     def _members(self, x: ir.Members, p: int) -> frozenset[int]:

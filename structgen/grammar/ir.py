@@ -14,7 +14,9 @@ end in the middle of a UTF-8 character):
                              a small explicit automaton whose edges carry subtrees
                              (edge label None = epsilon); lets front-ends share
                              structure that a tree would copy (e.g. optional object
-                             properties, where a tree needs O(n^2) copies)
+                             properties, where a tree needs O(n^2) copies). With a
+                             `Bound`, its paths read at most so many labels (a pattern
+                             under a maxLength), counted as the automata reach them
     Members(entries, ...)    the members of a JSON object in any order: each entry at
                              most once, an optional extra member any number of times;
                              its states (entries written, member count) are made only
@@ -36,6 +38,7 @@ engine.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Iterable, Sequence
 
 
@@ -107,7 +110,7 @@ class Graph(Node):
     set of bytes (bit b for byte b) every string of which it reads without leaving the
     language, as `Stepper.free_bytes` says of a position (0: none claimed)."""
 
-    __slots__ = ("num_states", "start", "finals", "edges", "free", "counted")
+    __slots__ = ("num_states", "start", "finals", "edges", "free", "counted", "bound")
 
     def __init__(
         self,
@@ -123,6 +126,7 @@ class Graph(Node):
         self.edges = tuple(edges)
         self.free = None if free is None else tuple(free)
         self.counted: Counted | None = None  # set by a builder whose states count characters
+        self.bound: Bound | None = None  # set by `bounded`: at most so many labels on a path
         if self.free is not None and len(self.free) != num_states:
             raise ValueError("graph `free` needs one entry per state")
         for src, dst, _ in self.edges:
@@ -150,6 +154,62 @@ class Counted:
 
     def __init__(self, twin: "Graph", twin_state: tuple[int, ...], count: tuple[int, ...], zone_top: int):
         self.twin, self.twin_state, self.count, self.zone_top = twin, tuple(twin_state), tuple(count), zone_top
+
+
+class Bound:
+    """A Graph whose paths may read at most `max` labels (each labelled edge one: a JSON
+    string's characters under a maxLength), counted lazily: a state of the language is a
+    (graph state, labels read) pair, made only when an automaton reaches it, where an
+    explicit product would have a state per count. `need[s]`: the fewest labels from
+    graph state s to a final -- (s, c) goes on only where c + need[s] <= max, so every
+    pair reached can still end. `twin`: the same graph without the bound; from (s, c)
+    with c + n <= `zone_top` (max less the largest need), every string of at most n
+    labels is read as from the twin's s, since the bound can bind only past zone_top."""
+
+    __slots__ = ("max", "need", "twin", "zone_top")
+
+    def __init__(self, max_labels: int, need: Sequence[int], twin: "Graph"):
+        self.max, self.need, self.twin = max_labels, tuple(need), twin
+        self.zone_top = max_labels - max((n for n in need if n < _FAR), default=0)
+
+
+def bounded(graph: Graph, max_labels: int) -> Node:
+    """`graph`'s paths that read at most `max_labels` labels (see `Bound`): the graph,
+    bounded, or NOTHING where no final is that near the start. Every labelled edge
+    counts one; epsilon edges count none."""
+    need = _fewest_labels_to_final(graph)
+    if need[graph.start] > max_labels:
+        return NOTHING
+    twin = Graph(graph.num_states, graph.start, graph.finals, graph.edges, graph.free)
+    out = Graph(graph.num_states, graph.start, graph.finals, graph.edges, graph.free)
+    out.bound = Bound(max_labels, need, twin)
+    return out
+
+
+_FAR = 1 << 60  # the need of a state with no way to a final
+
+
+def _fewest_labels_to_final(graph: Graph) -> list[int]:
+    """Per state, the fewest labelled edges on a path to a final (_FAR: none), by a
+    0-1 breadth-first search backwards from the finals."""
+    back: dict[int, list[tuple[int, int]]] = {}
+    for src, dst, label in graph.edges:
+        back.setdefault(dst, []).append((src, 0 if label is None else 1))
+    need = [_FAR] * graph.num_states
+    queue: deque[int] = deque()
+    for final in graph.finals:
+        need[final] = 0
+        queue.append(final)
+    while queue:
+        state = queue.popleft()
+        for src, cost in back.get(state, ()):
+            if need[state] + cost < need[src]:
+                need[src] = need[state] + cost
+                if cost:
+                    queue.append(src)
+                else:
+                    queue.appendleft(src)
+    return need
 
 
 class Members(Node):
@@ -488,6 +548,8 @@ def footprint(node: Node, limit: int) -> int:
             pending.extend(label for _, _, label in n.edges if label is not None)
             if n.counted is not None:
                 pending.append(n.counted.twin)
+            if n.bound is not None:
+                pending.append(n.bound.twin)
         elif isinstance(n, Members):
             pending.extend(n.children())
         elif isinstance(n, Ref) and n.target is not None:
@@ -620,6 +682,8 @@ def to_python_regex(node: Node) -> bytes:
             hi = b"" if n.max is None else str(n.max).encode()
             return b"(?:" + rx(n.item) + b"){" + str(n.min).encode() + b"," + hi + b"}"
         if isinstance(n, Graph):
+            if n.bound is not None:
+                raise ValueError("a bounded Graph (a pattern under a maxLength) has no regex form here")
             return graph_to_python_regex(n, rx)
         if isinstance(n, Members):
             return graph_to_python_regex(members_graph(n), rx)

@@ -2,7 +2,9 @@
 count cannot bind within a token takes the mask of its twin state, which does not count
 (`FlatDFA.twin_of`). That mask must be exactly the one the state's own walk computes,
 outputs must still validate, and the automaton must stay small where a product of
-(pattern state, count) states made it build thousands of rows per mask."""
+(pattern state, count) states made it build thousands of rows per mask. The compiler
+builds that explicit product for small ones only (larger ones are bounded graphs,
+tests/automata/test_bounded_graph.py); here it builds it for every one."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ import pytest
 import structgen
 from structgen.automata.dfa import DEAD
 from structgen.grammar import ir
-from structgen.grammar.json_schema import schema_to_ir
+from structgen.grammar.json_schema import schema_to_ir, strings
+from structgen.grammar.json_schema.memo import BoundedCache
 
 WORDS = "^(?:\\S+\\s+){0,5}\\S+$"
 SCHEMAS = [
@@ -33,7 +36,19 @@ SCHEMAS = [
 ]
 
 
-def _counted_graphs(node: ir.Node) -> list[ir.Graph]:
+@pytest.fixture(autouse=True)
+def explicit_products(monkeypatch):
+    """Every pattern under a maxLength lowered as the explicit (state, count) product,
+    with no string body remembered from another compile."""
+    monkeypatch.setattr(strings, "_PRODUCT_BUDGET", 200_000)
+    monkeypatch.setattr(strings, "_BODIES", BoundedCache(256))
+    structgen.clear_cache()
+    yield
+    structgen.clear_cache()
+
+
+def graphs_where(node: ir.Node, keep) -> list[ir.Graph]:
+    """The Graphs reachable from `node` for which `keep(graph)` holds."""
     found, seen, pending = [], set(), [node]
     while pending:
         n = pending.pop()
@@ -41,7 +56,7 @@ def _counted_graphs(node: ir.Node) -> list[ir.Graph]:
             continue
         seen.add(id(n))
         if isinstance(n, ir.Graph):
-            if n.counted is not None:
+            if keep(n):
                 found.append(n)
             pending += [lab for _, _, lab in n.edges if lab is not None]
         elif isinstance(n, (ir.Concat, ir.Alt)):
@@ -51,6 +66,10 @@ def _counted_graphs(node: ir.Node) -> list[ir.Graph]:
         elif isinstance(n, ir.Ref):
             pending.append(n.target)
     return found
+
+
+def _counted_graphs(node: ir.Node) -> list[ir.Graph]:
+    return graphs_where(node, lambda graph: graph.counted is not None)
 
 
 def test_counted_graph_describes_its_zone():
@@ -110,6 +129,18 @@ def test_twin_masks_equal_the_states_own(smollm2_vocab, index):
     assert twinned >= 20  # the walks met the zone
 
 
+def written_token_by_token(grammar, tokenizer, doc) -> None:
+    """`doc`'s JSON text and EOS: each token in the mask before it, and accepted; the
+    matcher ends terminated."""
+    matcher = grammar.matcher()
+    mask = structgen.allocate_bitmask(1, grammar.vocab_size)
+    for token in tokenizer.encode(json.dumps(doc), add_special_tokens=False) + [tokenizer.eos_token_id]:
+        matcher.fill_bitmask(mask, 0)
+        assert (mask[0, token >> 5] >> (token & 31)) & 1
+        assert matcher.accept_token(token)
+    assert matcher.is_terminated()
+
+
 def test_outputs_through_twins_validate(smollm2_vocab, smollm2_tokenizer):
     """Documents whose strings sit in the zone are accepted token by token (the twin's
     masks come without rows: the matcher follows each token's bytes itself), and the
@@ -118,14 +149,7 @@ def test_outputs_through_twins_validate(smollm2_vocab, smollm2_tokenizer):
     doc = {"tags": ["Feature one two", "Benefit 2", "Dédié à la sécurité des données"], "name": "Ann Lee"}
     structgen.clear_cache()  # a fresh automaton (the walks above grew the cached one)
     grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
-    matcher = grammar.matcher()
-    mask = structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
-    ids = smollm2_tokenizer.encode(json.dumps(doc), add_special_tokens=False) + [smollm2_tokenizer.eos_token_id]
-    for token in ids:
-        matcher.fill_bitmask(mask, 0)
-        assert (mask[0, token >> 5] >> (token & 31)) & 1
-        assert matcher.accept_token(token)
-    assert matcher.is_terminated()
+    written_token_by_token(grammar, smollm2_tokenizer, doc)
     jsonschema.validate(doc, schema)
     # one mask's walk built ~1,800 states without twins; with them, this whole document
     # builds ~1,000

@@ -40,9 +40,8 @@ class CharNFA:
     # -- construction
 
     @classmethod
-    def from_pattern(cls, pattern: str, search: bool = True, cap: int | None = None, budget: int = 1_000_000) -> "CharNFA":
-        """cap=k bounds every unbounded repetition (and the search prefix/suffix) to
-        at most max(min, k) iterations: a SUBSET of the pattern's language."""
+    def from_pattern(cls, pattern: str, search: bool = True, budget: int = 1_000_000) -> "CharNFA":
+        """The strings `pattern` matches (anywhere in them, with `search`)."""
         ast = rx.parse_regex(pattern)
         chars: list[list[tuple[tuple, int]]] = []
         eps: list[list[tuple[int, str]]] = []
@@ -80,8 +79,6 @@ class CharNFA:
                 for _ in range(node.min):
                     cur = build(node.item, cur)
                 top = node.max
-                if cap is not None:
-                    top = max(node.min, cap if top is None else min(top, cap))
                 if top is None:
                     hub = new()
                     eps[cur].append((hub, ""))
@@ -100,19 +97,9 @@ class CharNFA:
             raise TypeError(f"not a regex AST node: {node!r}")
 
         def pad(a: int, b: int, loop: int) -> None:
-            """Any characters between `a` and `b` (search semantics): a loop on `loop`,
-            or with a cap, a chain of at most `cap` of them."""
-            if cap is None:
-                chars[loop].append((C.ANY_CHAR, loop))
-                eps[a].append((b, ""))
-                return
-            cur = a
-            for _ in range(cap):
-                eps[cur].append((b, ""))
-                nxt = new()
-                chars[cur].append((C.ANY_CHAR, nxt))
-                cur = nxt
-            eps[cur].append((b, ""))
+            """Any characters between `a` and `b` (search semantics): a loop on `loop`."""
+            chars[loop].append((C.ANY_CHAR, loop))
+            eps[a].append((b, ""))
 
         s0 = new()
         r_start = new()
@@ -390,6 +377,13 @@ class CharNFA:
         if max_len is not None and max_len >= COUNTED_MIN_LENGTH and isinstance(graph, ir.Graph):
             graph.counted = self._counted(targets, order, ids, min_len, max_len, label)
         return graph
+
+    def to_bounded_ir(self, min_len: int, max_len: int, *, max_states: int = 2_000_000, tick=None) -> ir.Node:
+        """`to_ir(min_len, max_len)` where the (state, length) graph would be too big:
+        the graph counting lengths only up to `min_len`, bounded to `max_len` characters
+        (`ir.bounded`: the automata count them as they reach each pair)."""
+        graph = self.to_ir(min_len, None, max_states=max_states, tick=tick)
+        return ir.bounded(graph, max_len) if isinstance(graph, ir.Graph) else graph
 
     def _targets(self) -> list[list[tuple[int, list]]]:
         """Per state: each next state, with the char sets of the edges that lead there

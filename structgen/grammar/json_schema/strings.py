@@ -29,13 +29,16 @@ from structgen.grammar.json_schema.memo import BoundedCache
 from structgen.grammar.json_schema.normalized import Normalized
 from structgen.grammar.string_except import StringExcept
 
-_PRODUCT_BUDGET = 60_000  # states of a pattern x length product before capping instead
+# Pairs (pattern state, length) of a pattern under a maxLength built as an explicit graph;
+# past it the length is counted as the automaton reaches each pair (`ir.Bound`): a
+# product of 14k pairs took 77 ms to build, and one of 99k pairs 870 ms.
+_PRODUCT_BUDGET = 1_000
 # String bodies by what they are made of (lengths, patterns, excluded values, and the
 # options `_string_body` reads), for every compile in the process: schemas repeat their
 # formats, and a date-time body costs ~3 ms. Only bodies of at most _CACHED_BODY_FOOTPRINT
 # nodes and edges (`ir.footprint`) are kept, so that what the cache holds stays small
-# whatever clients send (a word-count pattern under a maxLength is ~10,000, ~1.3 MB); on
-# MaskBench-dev that keeps all but 11 of 1,719 hits.
+# whatever clients send (a pattern of 50 words under a maxLength of 500 is ~1,200; one of
+# 300 words ~6,000).
 _BODIES = BoundedCache(256)
 _CACHED_BODY_FOOTPRINT = 2_000
 
@@ -142,48 +145,9 @@ class Strings:
         cap = hi if hi is not None else lo
         if combined.n * (cap + 1) <= _PRODUCT_BUDGET or hi is None:
             return combined.to_ir(lo, hi, max_states=self.options.max_states, tick=self.tick)
-        # a long maxLength over a big pattern: bound the pattern's repetitions so that it
-        # cannot exceed maxLength (a documented subset), then count only up to minLength
-        capped = self._capped(pats, hi)
-        if capped is None:
-            raise GrammarTooLargeError(
-                f"pattern/format with maxLength {hi} needs too many states ({combined.n * (cap + 1):,})"
-            )
-        return capped.to_ir(lo, None, max_states=self.options.max_states, tick=self.tick)
-
-    def _capped(self, pats: list, hi: int) -> CharNFA | None:
-        """Patterns with every repetition capped at k (the largest k that keeps every
-        match within `hi` characters, estimated on the regex AST), intersected."""
-        asts = [rx.parse_regex(p) for p, _ in pats]
-
-        def longest(k: int) -> int:
-            return min(_ast_maxlen(a, k, rx) for a in asts)
-
-        a, b = 0, hi
-        if longest(0) > hi:
-            return None
-        while a < b:  # largest k with longest(k) <= hi
-            k = (a + b + 1) // 2
-            if longest(k) <= hi:
-                a = k
-            else:
-                b = k - 1
-        k = a
-        while True:
-            self.tick()
-            try:
-                nfa = None
-                for p, _ in pats:
-                    n = CharNFA.from_pattern(p, cap=k, budget=_PRODUCT_BUDGET)
-                    nfa = n if nfa is None else nfa.intersect(n)
-                _, mx = nfa.length_range()
-                if mx is not None and mx <= hi:
-                    return nfa
-            except GrammarTooLargeError:
-                pass
-            if k == 0:
-                return None
-            k //= 2
+        # a long maxLength over a big pattern: counted as the automaton reaches each
+        # (state, length) pair, not as a graph of them all
+        return combined.to_bounded_ir(lo, hi, max_states=self.options.max_states, tick=self.tick)
 
     def string_nfa(self, s: Normalized, keyword: str, ptr: str) -> CharNFA | None:
         """The strings `s` allows, as a char NFA (None: refused and lenient)."""
@@ -229,29 +193,6 @@ def _any_chars(min_n: int, max_n: int | None, any_hex_escape: bool) -> ir.Node:
     if (min_n, max_n, any_hex_escape) == (0, None, True):
         return C.json_body_ir()
     return ir.rep(C.json_char_ir(C.ANY_CHAR, any_hex_escape=any_hex_escape), min_n, max_n)
-
-
-def _ast_maxlen(node, k: int, rx, top: bool = True) -> int:
-    """Longest match (code points) of a regex AST once every repetition is capped at k
-    (and, with search semantics, k characters before and after unless anchored)."""
-    if top:
-        body = _ast_maxlen(node, k, rx, False)
-        items = node.items if isinstance(node, rx.Sequence) else (node,)
-        pre = 0 if items and isinstance(items[0], rx.Anchor) and items[0].kind == "^" else k
-        post = 0 if items and isinstance(items[-1], rx.Anchor) and items[-1].kind == "$" else k
-        return body + pre + post
-    if isinstance(node, rx.Chars):
-        return 1
-    if isinstance(node, rx.Anchor):
-        return 0
-    if isinstance(node, rx.Sequence):
-        return sum(_ast_maxlen(x, k, rx, False) for x in node.items)
-    if isinstance(node, rx.Alternation):
-        return max(_ast_maxlen(x, k, rx, False) for x in node.items)
-    if isinstance(node, rx.Quantified):
-        top = max(node.min, k if node.max is None else min(node.max, k))
-        return top * _ast_maxlen(node.item, k, rx, False)
-    raise TypeError(node)
 
 
 def body_except(names: list[str]) -> ir.Node:
