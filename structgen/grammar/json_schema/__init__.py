@@ -46,9 +46,9 @@ Documented choices (where we accept a subset of the valid texts):
     Decimal it agrees: `structgen.validation`); "a number that is not an integer"
     (e.g. `oneOf: [{type: integer}, {type: number}]`) is only expressed without bounds,
     as plain decimals of at most 15 significant digits.
-  * `pattern`/`format` with length bounds are intersected exactly (a product automaton)
-    while that stays small; for a long `maxLength` over a big pattern, every repetition
-    in the pattern is capped (the largest cap that keeps matches within maxLength).
+  * `pattern`/`format` with length bounds are intersected exactly: a product automaton
+    while that stays small, else the pattern's graph bounded to `maxLength` characters,
+    counted as the automaton reaches them (`ir.Bound`).
   * `not`, the `else` side of `if`, and `oneOf` exclusions use the exact negation of a
     subschema where it can be written, otherwise the part its negatable keywords give
     (a subset); where that part leaves nothing, the keyword is refused instead.

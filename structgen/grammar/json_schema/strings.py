@@ -3,7 +3,8 @@ JSON string (with its quotes), and the same as a `CharNFA` where property names 
 (`string_nfa`).
 
 Owns: compiling patterns and formats (and their errors), the pattern x length product
-and its capped fallback, and the string bodies that exclude names. A mixin of
+or, past a budget, the pattern bounded by the length, and the string bodies that
+exclude names. A mixin of
 `compiler.SchemaCompiler`: it uses the compiler's options, style, budget (`tick`,
 `refuse`) and the methods of the other mixins through `self`.
 """
