@@ -24,12 +24,11 @@ and lexemes as the basic nodes they are (the Python automaton's key-prefix rows 
 shared lexeme DFA do not apply here). Free bytes do: where a closure passes a graph
 state that declares some (`ir.Graph.free`, the trie of a StringExcept), it adds a marker
 item (a negative leaf: the row of `bitsets` holding them), which reads no byte and
-tells `FlatDFA.free_bytes` what the state takes unwalked. A graph that counts characters
-(`ir.Counted`: a pattern under a maxLength) is flattened with its twin, which does not
-count; `FlatDFA.twin_of` rewrites a state whose count cannot bind within a token into the
-twin's state, whose mask it shares. So is a bounded graph (`ir.Bound`: the same where the
-counted graph would be too big), whose states (state, count) are made as the closures
-reach them: its frames hold state + states * count, and `g_room` bounds the count.
+tells `FlatDFA.free_bytes` what the state takes unwalked. A bounded graph (`ir.Bound`:
+a pattern under a maxLength) is flattened with its twin, which does not count; its
+states (state, count) are made as the closures reach them -- its frames hold state +
+states * count, and `g_room` bounds the count -- and `FlatDFA.twin_of` rewrites a state
+whose count cannot bind within a token into the twin's state, whose mask it shares.
 
 The compiler's default (STRUCTGEN_AUTOMATON=python selects the Python one). The IR is
 flattened at compile time, in Python; nodes that several grammars share are flattened
@@ -73,10 +72,10 @@ R_CLOSE_NONE, R_CLOSE_SOME, R_EXTRA_FIRST, R_EXTRA_LATER, R_MIN, R_MAX, R_WORDS,
 MASK_BITS = 62  # entries per word of a Members mask (a narrow mask is one word)
 MAX_MEMBERS_CAP_BITS = 24  # a wide mask's handle (a frame id) times the count's cap stays in an int64
 DONE = 0  # the empty continuation (frame 0)
-# Per graph state of a graph that counts characters (`ir.Counted`): its twin graph's
-# node and the twin state (-1, -1 where it has none), its count, and its zone's top.
-G_TWIN_NODE, G_TWIN_STATE, G_COUNT, G_ZONE_TOP = range(4)
-G_COUNTED_FIELDS = 4
+# Per graph state of a bounded graph (`ir.Bound`): its twin graph's node and the twin
+# state (-1, -1 where it has none), and the zone's top (`Bound.zone_top`).
+G_TWIN_NODE, G_TWIN_STATE, G_ZONE_TOP = range(3)
+G_COUNTED_FIELDS = 3
 UNBOUNDED, NO_ROOM = -1, -2  # `g_room` of a graph state without a bound, and of one no path may enter
 ACCEPT = 0  # item 0: the whole input matched (the smallest id: first in a sorted set)
 MAX_FLAT_NODES = 200_000  # past this the IR is flattened too slowly for a compile
@@ -270,18 +269,13 @@ class _Flattener:
         self.g_room += [UNBOUNDED] * n if bound is None else [
             bound.max - need if need <= bound.max else NO_ROOM for need in bound.need]
 
-    def _counted_rows(self, node: ir.Graph) -> list[tuple[int, int, int, int]]:
-        """Per state of a Graph, its G_COUNTED_FIELDS (a bounded graph's: its twin's
-        state is its own state, and its count is in the frame)."""
-        if node.bound is not None:
-            twin = self.id_of(node.bound.twin)
-            return [(twin, state, 0, node.bound.zone_top) for state in range(node.num_states)]
-        counted = node.counted
-        if counted is None:
+    def _counted_rows(self, node: ir.Graph) -> list[tuple[int, int, int]]:
+        """Per state of a Graph, its G_COUNTED_FIELDS (a bounded graph's twin state is its
+        own state; its count is in the frame)."""
+        if node.bound is None:
             return [_NOT_COUNTED] * node.num_states
-        twin = self.id_of(counted.twin)
-        return [_NOT_COUNTED if twin_state < 0 else (twin, twin_state, count, counted.zone_top)
-                for twin_state, count in zip(counted.twin_state, counted.count)]
+        twin = self.id_of(node.bound.twin)
+        return [(twin, state, node.bound.zone_top) for state in range(node.num_states)]
 
     def fill_members(self, node: ir.Members) -> None:
         self._append(K_MEMBERS, self._kids0 + len(self.kids), len(node.firsts), node.cap)
@@ -343,7 +337,7 @@ def _fill_of(node: ir.Node):
     raise FlatUnsupported(f"IR node {type(node).__name__}")
 
 
-_NOT_COUNTED = (-1, -1, 0, 0)  # a graph state's G_COUNTED_FIELDS where it has no twin
+_NOT_COUNTED = (-1, -1, 0)  # a graph state's G_COUNTED_FIELDS where it has no twin
 
 _SOURCE = itemgetter(0)  # an edge's source state
 
@@ -363,12 +357,9 @@ def _wide(node: ir.Members) -> bool:
 
 def _graph_children(graph: ir.Graph) -> list[ir.Node]:
     """A Graph's labels, each once (its last occurrence: a walk that pops them from a
-    stack meets them in the order it met them listed in full), then its twin if counted
-    or bounded."""
+    stack meets them in the order it met them listed in full), then its twin if bounded."""
     labels = {id(label): label for _, _, label in reversed(graph.edges) if label is not None}
-    twin = [] if graph.counted is None else [graph.counted.twin]
-    if graph.bound is not None:
-        twin.append(graph.bound.twin)
+    twin = [] if graph.bound is None else [graph.bound.twin]
     return [*reversed(labels.values()), *twin]
 
 
@@ -508,7 +499,7 @@ class FlatLiveness(Liveness):
 
 def _weight(node: ir.Node) -> int:
     """What a node met once holds in memory, in nodes: one, and a Graph's edges and
-    states (a Counted graph keeps two numbers per state) or a Stepper's states."""
+    states (a bounded graph keeps its twin rows and room per state) or a Stepper's states."""
     if isinstance(node, ir.Graph):
         return 1 + len(node.edges) + node.num_states
     return 1 + node.size() if isinstance(node, ir.Stepper) else 1

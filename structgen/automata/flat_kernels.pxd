@@ -40,9 +40,8 @@ cdef enum:
     DEAD = -1
     G_TWIN_NODE = 0
     G_TWIN_STATE = 1
-    G_COUNT = 2
-    G_ZONE_TOP = 3
-    G_COUNTED_FIELDS = 4
+    G_ZONE_TOP = 2
+    G_COUNTED_FIELDS = 3
     UNBOUNDED = -1
     NO_ROOM = -2
     M_FRAMES = 0

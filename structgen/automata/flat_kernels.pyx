@@ -57,7 +57,7 @@ LAYOUT = dict(
     R_CLOSE_NONE=R_CLOSE_NONE, R_CLOSE_SOME=R_CLOSE_SOME, R_EXTRA_FIRST=R_EXTRA_FIRST,
     R_EXTRA_LATER=R_EXTRA_LATER, R_MIN=R_MIN, R_MAX=R_MAX, R_WORDS=R_WORDS, R_REQUIRED=R_REQUIRED,
     MASK_BITS=MASK_BITS, DONE=DONE, ACCEPT=ACCEPT, DEAD=DEAD, G_TWIN_NODE=G_TWIN_NODE,
-    G_TWIN_STATE=G_TWIN_STATE, G_COUNT=G_COUNT, G_ZONE_TOP=G_ZONE_TOP, G_COUNTED_FIELDS=G_COUNTED_FIELDS,
+    G_TWIN_STATE=G_TWIN_STATE, G_ZONE_TOP=G_ZONE_TOP, G_COUNTED_FIELDS=G_COUNTED_FIELDS,
     UNBOUNDED=UNBOUNDED, NO_ROOM=NO_ROOM,
     M_FRAMES=M_FRAMES, M_ITEMS=M_ITEMS, M_SETS=M_SETS, M_SET_ITEMS=M_SET_ITEMS, M_STATES=M_STATES,
     M_HASHED=M_HASHED, M_FAILED=M_FAILED, GROW_HASH=GROW_HASH, GROW_SETS=GROW_SETS,
@@ -1301,7 +1301,7 @@ cdef int64_t body_exit(const IR* g, Store* st, Rows* r, int64_t sid, int64_t bod
 cdef int64_t counted_frame(const IR* g, const Store* st, const int64_t* g_counted, const int64_t* node_twin,
                            int64_t fr, int64_t* depth) noexcept nogil:
     """The first frame up the chain from `fr` that counts characters -- a state of a
-    graph that does (`ir.Counted`), an iteration of a Repeat with a twin -- with how
+    bounded graph (`ir.Bound`), an iteration of a Repeat with a twin -- with how
     many frames lie below it in `depth`; -1 where none."""
     cdef int64_t fkind, fnode
     depth[0] = 0
@@ -1333,7 +1333,7 @@ cdef int64_t twinned_item(const IR* g, Store* st, const int64_t* g_counted, cons
     fkind, fnode, findex = st.frames[FRAME_COLS * found], st.frames[FRAME_COLS * found + 1], st.frames[FRAME_COLS * found + 2]
     if fkind == F_G:
         gs = g.a[fnode] + findex % g.c[fnode]  # (a bounded graph's index: state + states * count)
-        count = findex // g.c[fnode] if g.g_room[g.a[fnode]] != UNBOUNDED else g_counted[G_COUNTED_FIELDS * gs + G_COUNT]
+        count = findex // g.c[fnode]
         if count + longest > g_counted[G_COUNTED_FIELDS * gs + G_ZONE_TOP]:
             return DEAD
         twin_node, twin_index = g_counted[G_COUNTED_FIELDS * gs + G_TWIN_NODE], g_counted[G_COUNTED_FIELDS * gs + G_TWIN_STATE]

@@ -110,7 +110,7 @@ class Graph(Node):
     set of bytes (bit b for byte b) every string of which it reads without leaving the
     language, as `Stepper.free_bytes` says of a position (0: none claimed)."""
 
-    __slots__ = ("num_states", "start", "finals", "edges", "free", "counted", "bound")
+    __slots__ = ("num_states", "start", "finals", "edges", "free", "bound")
 
     def __init__(
         self,
@@ -125,7 +125,6 @@ class Graph(Node):
         self.finals = tuple(finals)
         self.edges = tuple(edges)
         self.free = None if free is None else tuple(free)
-        self.counted: Counted | None = None  # set by a builder whose states count characters
         self.bound: Bound | None = None  # set by `bounded`: at most so many labels on a path
         if self.free is not None and len(self.free) != num_states:
             raise ValueError("graph `free` needs one entry per state")
@@ -135,25 +134,6 @@ class Graph(Node):
 
     def __repr__(self) -> str:
         return f"Graph({self.num_states}, {self.start}, {self.finals}, {self.edges!r})"
-
-
-class Counted:
-    """What a Graph whose states count characters says of itself -- a pattern under a
-    maxLength: a state per (pattern state, characters read) -- so that the automaton
-    can give states that differ only in their count one mask (`flat.FlatDFA.twin_of`).
-
-    `twin` counts only up to minLength: a state per (pattern state, min(count,
-    minLength)), its labels the counted graph's own label nodes. Per state of the
-    counted graph, `twin_state` is its state in the twin (-1: none) and `count` the
-    characters read. From a state whose count c has c + n <= `zone_top`, every string of
-    at most n characters is read as from its twin state -- the same strings go on, and
-    the same ones end the string -- since the count can bind only past zone_top:
-    maxLength less the most characters a live twin state still needs to reach an end."""
-
-    __slots__ = ("twin", "twin_state", "count", "zone_top")
-
-    def __init__(self, twin: "Graph", twin_state: tuple[int, ...], count: tuple[int, ...], zone_top: int):
-        self.twin, self.twin_state, self.count, self.zone_top = twin, tuple(twin_state), tuple(count), zone_top
 
 
 class Bound:
@@ -527,7 +507,7 @@ def reaching(finals: Iterable[int], edges: Iterable[tuple[int, int]]) -> set[int
 
 def footprint(node: Node, limit: int) -> int:
     """The nodes and Graph edges reachable from `node` (a Ref's target, a Stepper's
-    states and a Counted graph's twin included), each once: a measure of the memory a
+    states and a bounded graph's twin included), each once: a measure of the memory a
     subtree holds. Stops early (returning a value > limit) once `limit` is passed."""
     seen: set[int] = set()
     pending, total = [node], 0
@@ -546,8 +526,6 @@ def footprint(node: Node, limit: int) -> int:
         elif isinstance(n, Graph):
             total += len(n.edges)
             pending.extend(label for _, _, label in n.edges if label is not None)
-            if n.counted is not None:
-                pending.append(n.counted.twin)
             if n.bound is not None:
                 pending.append(n.bound.twin)
         elif isinstance(n, Members):

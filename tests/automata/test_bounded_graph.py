@@ -19,37 +19,31 @@ from structgen.grammar import ir
 from structgen.grammar.acceptor import ir_accepts
 from structgen.grammar.json_schema import schema_to_ir, strings
 from structgen.grammar.json_schema.memo import BoundedCache
-from tests.automata.test_counted import graphs_where, written_token_by_token
+from tests.automata.test_counted import bounded_graphs, written_token_by_token
 from tests.automata.test_flat import _both, same_masks_on_walks
 
 WORDS = "^(?:\\S+\\s+){0,%d}\\S+$"
 LONG = {"type": "string", "maxLength": 500, "pattern": WORDS % 49}  # 199 pattern states x 501 lengths
 
 
-def _bounded_graphs(node: ir.Node) -> list[ir.Graph]:
-    return graphs_where(node, lambda graph: graph.bound is not None)
-
-
-@pytest.fixture
-def always_bounded(monkeypatch):
-    """Every pattern under a maxLength lowered as a bounded graph (no product is small
-    enough), with no string body remembered from another compile."""
-    monkeypatch.setattr(strings, "_PRODUCT_BUDGET", 0)
+def explicit_products(monkeypatch) -> None:
+    """From now on every pattern under a maxLength is lowered as the explicit (state,
+    length) graph, with no string body remembered from another compile."""
+    monkeypatch.setattr(strings, "BOUNDED_MIN_LENGTH", 10**6)
+    monkeypatch.setattr(strings, "_PRODUCT_BUDGET", 10**6)
     monkeypatch.setattr(strings, "_BODIES", BoundedCache(256))
-    structgen.clear_cache()
-    yield
     structgen.clear_cache()
 
 
 def test_a_long_max_length_over_a_big_pattern_is_a_bounded_graph():
     """No cap on the pattern's repetitions: the graph is the pattern's own (counting
     lengths only up to minLength), with a bound of maxLength characters."""
-    [graph] = _bounded_graphs(schema_to_ir(LONG))
+    [graph] = bounded_graphs(schema_to_ir(LONG))
     assert graph.bound.max == 500 and graph.num_states < 2 * 199
     assert graph.bound.need[graph.start] == 1  # one non-space character ends it
     assert graph.bound.zone_top == 500 - max(graph.bound.need)
     assert graph.bound.twin.bound is None and graph.bound.twin.edges is graph.edges
-    [with_min] = _bounded_graphs(schema_to_ir({**LONG, "minLength": 3}))
+    [with_min] = bounded_graphs(schema_to_ir({**LONG, "minLength": 3}))
     assert with_min.bound.need[with_min.start] == 3
 
 
@@ -78,20 +72,17 @@ def test_its_language_is_the_schemas(text, valid):
 def test_bounded_masks_equal_the_explicit_products_and_the_python_automatons(monkeypatch, smollm2_vocab, schema):
     """Short bounds, so that random walks reach them: the bounded graph gives the masks
     of the explicit (state, length) product token for token, in either automaton."""
-    monkeypatch.setattr(strings, "_PRODUCT_BUDGET", 200_000)
-    monkeypatch.setattr(strings, "_BODIES", BoundedCache(256))
-    structgen.clear_cache()
-    product = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
-    assert not _bounded_graphs(schema_to_ir(schema))
-    monkeypatch.setattr(strings, "_PRODUCT_BUDGET", 0)
-    monkeypatch.setattr(strings, "_BODIES", BoundedCache(256))
-    assert _bounded_graphs(schema_to_ir(schema))
+    assert bounded_graphs(schema_to_ir(schema))
     python, bounded = _both(monkeypatch, lambda: structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0))
+    explicit_products(monkeypatch)
+    assert not bounded_graphs(schema_to_ir(schema))
+    product = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
     same_masks_on_walks(product, bounded, smollm2_vocab, walks=20, steps=40)
     same_masks_on_walks(python, bounded, smollm2_vocab, walks=8, steps=40, seed=1)
+    structgen.clear_cache()  # (it holds the explicit product's grammar)
 
 
-def test_twin_masks_equal_the_states_own(always_bounded, smollm2_vocab):
+def test_twin_masks_equal_the_states_own(smollm2_vocab):
     """Random walks inside a 500-character string: wherever a state takes its twin's mask,
     that mask is the one the state's own walk computes."""
     grammar = structgen.compile_json_schema(LONG, smollm2_vocab, warm_s=0)
@@ -114,7 +105,7 @@ def test_twin_masks_equal_the_states_own(always_bounded, smollm2_vocab):
     assert twinned >= 100
 
 
-def test_a_long_string_is_written_through_few_states(always_bounded, smollm2_vocab, smollm2_tokenizer):
+def test_a_long_string_is_written_through_few_states(smollm2_vocab, smollm2_tokenizer):
     """A document of many words, token by token: each mask allows its token, the end is
     accepted, and the automaton grows by tens of states per word, not hundreds: every
     length far from the bound shares its twin's mask, so a mask's walk builds only the

@@ -1,10 +1,10 @@
-"""Strings whose pattern counts characters under a maxLength (`ir.Counted`): a state whose
-count cannot bind within a token takes the mask of its twin state, which does not count
+"""Strings that count their characters under a maxLength -- a pattern's bounded graph
+(`ir.Bound`), a plain string's Repeat of characters: a state whose count cannot bind
+within a token takes the mask of its twin state, which does not count
 (`FlatDFA.twin_of`). That mask must be exactly the one the state's own walk computes,
 outputs must still validate, and the automaton must stay small where a product of
-(pattern state, count) states made it build thousands of rows per mask. The compiler
-builds that explicit product for small ones only (larger ones are bounded graphs,
-tests/automata/test_bounded_graph.py); here it builds it for every one."""
+(pattern state, count) states made it build thousands of rows per mask. The bounded
+graph's own language: tests/automata/test_bounded_graph.py."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ import pytest
 import structgen
 from structgen.automata.dfa import DEAD
 from structgen.grammar import ir
-from structgen.grammar.json_schema import schema_to_ir, strings
-from structgen.grammar.json_schema.memo import BoundedCache
+from structgen.grammar.json_schema import schema_to_ir
 
 WORDS = "^(?:\\S+\\s+){0,5}\\S+$"
 SCHEMAS = [
@@ -34,17 +33,6 @@ SCHEMAS = [
         "notes": {"type": "array", "maxItems": 2, "items": {"type": "string", "maxLength": 150}}},
      "required": ["title", "notes"], "additionalProperties": False},
 ]
-
-
-@pytest.fixture(autouse=True)
-def explicit_products(monkeypatch):
-    """Every pattern under a maxLength lowered as the explicit (state, count) product,
-    with no string body remembered from another compile."""
-    monkeypatch.setattr(strings, "_PRODUCT_BUDGET", 200_000)
-    monkeypatch.setattr(strings, "_BODIES", BoundedCache(256))
-    structgen.clear_cache()
-    yield
-    structgen.clear_cache()
 
 
 def graphs_where(node: ir.Node, keep) -> list[ir.Graph]:
@@ -68,28 +56,24 @@ def graphs_where(node: ir.Node, keep) -> list[ir.Graph]:
     return found
 
 
-def _counted_graphs(node: ir.Node) -> list[ir.Graph]:
-    return graphs_where(node, lambda graph: graph.counted is not None)
+def bounded_graphs(node: ir.Node) -> list[ir.Graph]:
+    return graphs_where(node, lambda graph: graph.bound is not None)
 
 
-def test_counted_graph_describes_its_zone():
-    """The product of a word-count pattern and maxLength 120 says, per state, its count
-    and its pattern state in the twin, whose labels are the same nodes."""
-    graphs = _counted_graphs(schema_to_ir({"type": "string", "maxLength": 120, "pattern": WORDS}))
-    assert len(graphs) == 1
-    graph = graphs[0]
-    counted = graph.counted
+def test_a_bounded_graph_describes_its_zone():
+    """A word-count pattern under maxLength 120 is the pattern's graph with a bound of 120
+    characters, and a twin without it on the same edges; its zone ends where the state
+    farthest from an end still could not reach the bound."""
+    [graph] = bounded_graphs(schema_to_ir({"type": "string", "maxLength": 120, "pattern": WORDS}))
     # a state inside a word of the group still needs a space and a word: two characters
-    assert counted.zone_top == 118
-    assert set(counted.count) == set(range(121))
-    assert max(counted.twin_state) == counted.twin.num_states - 1 and min(counted.twin_state) >= 0
-    assert {id(lab) for _, _, lab in counted.twin.edges} <= {id(lab) for _, _, lab in graph.edges}
-    # with a minLength the twin counts up to it: from the start, 3 characters to an end
-    counted = _counted_graphs(schema_to_ir({"type": "string", "minLength": 3, "maxLength": 120, "pattern": WORDS}))[0].counted
-    assert counted.zone_top == 117
-    assert counted.twin.num_states <= 4 * graph.counted.twin.num_states
-    # short bounds leave no zone to share: no twin
-    assert not _counted_graphs(schema_to_ir({"type": "string", "maxLength": 12, "pattern": WORDS}))
+    assert graph.bound.max == 120 and graph.bound.zone_top == 118
+    assert graph.bound.twin.edges is graph.edges and graph.bound.twin.bound is None
+    # with a minLength the graph counts up to it: from the start, 3 characters to an end
+    [with_min] = bounded_graphs(schema_to_ir({"type": "string", "minLength": 3, "maxLength": 120, "pattern": WORDS}))
+    assert with_min.bound.zone_top == 117 and with_min.bound.need[with_min.start] == 3
+    assert with_min.num_states <= 4 * graph.num_states
+    # short bounds leave no zone to share: the explicit (state, length) graph, no bound
+    assert not bounded_graphs(schema_to_ir({"type": "string", "maxLength": 12, "pattern": WORDS}))
 
 
 def test_bounded_plain_string_has_an_unbounded_twin():
@@ -166,7 +150,7 @@ def test_no_twin_where_the_count_may_bind(smollm2_vocab):
     counts the next one already -- its items continue at the state after it -- so the
     last string length in the zone is 98 less the longest token, less one.)"""
     schema = {"type": "string", "maxLength": 100, "pattern": WORDS}
-    assert _counted_graphs(schema_to_ir(schema))[0].counted.zone_top == 98
+    assert bounded_graphs(schema_to_ir(schema))[0].bound.zone_top == 98
     grammar = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
     longest = grammar._trie.longest
     assert longest < 98  # SmolLM2: 81 bytes

@@ -18,9 +18,10 @@ from structgen.grammar import ir
 from structgen.grammar import regex as rx
 from structgen.grammar.json_schema.graphs import trimmed_graph_ids
 
-# A string pattern under a maxLength of at least this many characters tells the automaton
-# which of its states differ only in their count (`ir.Counted`).
-COUNTED_MIN_LENGTH = 16
+# A pattern under a maxLength of at least this many characters is bounded (`to_bounded_ir`):
+# below it a state rarely has a twin far enough from the bound to share its mask, and the
+# explicit (state, length) graph is small.
+BOUNDED_MIN_LENGTH = 16
 
 
 class CharNFA:
@@ -373,15 +374,13 @@ class CharNFA:
             return got
 
         edges = [(a, b, label(css)) for a, b, css in merged if a in live and b in live]
-        graph, ids = trimmed_graph_ids(len(order), 0, finals, edges)
-        if max_len is not None and max_len >= COUNTED_MIN_LENGTH and isinstance(graph, ir.Graph):
-            graph.counted = self._counted(targets, order, ids, min_len, max_len, label)
-        return graph
+        return trimmed_graph_ids(len(order), 0, finals, edges)[0]
 
     def to_bounded_ir(self, min_len: int, max_len: int, *, max_states: int = 2_000_000, tick=None) -> ir.Node:
-        """`to_ir(min_len, max_len)` where the (state, length) graph would be too big:
+        """The language of `to_ir(min_len, max_len)` without its (state, length) graph:
         the graph counting lengths only up to `min_len`, bounded to `max_len` characters
-        (`ir.bounded`: the automata count them as they reach each pair)."""
+        (`ir.bounded`: the automata count them as they reach each pair, and a pair far
+        from the bound shares its mask with the unbounded twin's state)."""
         graph = self.to_ir(min_len, None, max_states=max_states, tick=tick)
         return ir.bounded(graph, max_len) if isinstance(graph, ir.Graph) else graph
 
@@ -418,39 +417,6 @@ class CharNFA:
                     pairs.append(key)
                 edges.append((i, index[key], css))
         return pairs, index, edges
-
-    def _counted(self, targets: list, order: list[tuple[int, int]], ids: dict[int, int], min_len: int,
-                 max_len: int, label) -> ir.Counted | None:
-        """The ir.Counted of the graph `to_ir` built over (pattern state, count) pairs
-        `order` (kept ones renumbered by `ids`). The twin counts only up to `min_len`
-        (a state per (pattern state, min(count, min_len))), its labels made by `label`
-        as the counted graph's were (so the same nodes)."""
-        pairs, index, edges = self._count_product(targets, min_len)
-        finals = [i for i, (s, k) in enumerate(pairs) if s in self.finals and k == min_len]
-        twin, twin_ids = trimmed_graph_ids(len(pairs), 0, finals, [(a, b, label(css)) for a, b, css in edges])
-        if not isinstance(twin, ir.Graph):
-            return None
-        # the most characters a live twin state still needs to reach an end
-        need = {f: 0 for f in twin.finals}
-        back: dict[int, list[int]] = {}
-        for a, b, _ in twin.edges:
-            back.setdefault(b, []).append(a)
-        frontier = list(twin.finals)
-        while frontier:  # breadth first: each state's shortest way to an end
-            reached = []
-            for b in frontier:
-                for a in back.get(b, ()):
-                    if a not in need:
-                        need[a] = need[b] + 1
-                        reached.append(a)
-            frontier = reached
-        twin_state = [-1] * len(ids)
-        count = [0] * len(ids)
-        for k, new in ids.items():
-            s, c = order[k]
-            twin_state[new] = twin_ids.get(index.get((s, min(c, min_len)), -1), -1)
-            count[new] = c
-        return ir.Counted(twin, twin_state, count, max_len - max(need.values()))
 
 
 @functools.lru_cache(maxsize=512)

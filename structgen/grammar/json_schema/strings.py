@@ -20,7 +20,7 @@ from structgen.grammar import ir
 from structgen.grammar import regex as rx
 from structgen.grammar.formats import format_pattern
 from structgen.grammar.json_schema.char_nfa import (
-    COUNTED_MIN_LENGTH,
+    BOUNDED_MIN_LENGTH,
     CharNFA,
     excluding_nfa,
     length_nfa,
@@ -30,8 +30,9 @@ from structgen.grammar.json_schema.memo import BoundedCache
 from structgen.grammar.json_schema.normalized import Normalized
 from structgen.grammar.string_except import StringExcept
 
-# Pairs (pattern state, length) of a pattern under a maxLength built as an explicit graph;
-# past it the length is counted as the automaton reaches each pair (`ir.Bound`): a
+# Pairs (pattern state, length) of a pattern under a short maxLength (below
+# BOUNDED_MIN_LENGTH) built as an explicit graph; past it, and under any longer maxLength,
+# the length is counted as the automaton reaches each pair (`ir.Bound`): an explicit
 # product of 14k pairs took 77 ms to build, and one of 99k pairs 870 ms.
 _PRODUCT_BUDGET = 1_000
 # String bodies by what they are made of (lengths, patterns, excluded values, and the
@@ -125,7 +126,7 @@ class Strings:
             if lo == 0 and hi is None:
                 return C.json_body_ir()
             body = ir.rep(C.json_char_ir(C.ANY_CHAR), lo, hi)
-            if isinstance(body, ir.Repeat) and hi is not None and hi >= COUNTED_MIN_LENGTH:
+            if isinstance(body, ir.Repeat) and hi is not None and hi >= BOUNDED_MIN_LENGTH:
                 body.twin = ir.Repeat(body.item, body.min, None)  # (a character is at least a byte)
             return body
         if excluded:
@@ -143,11 +144,10 @@ class Strings:
             combined = nfas[0][2]
             for _, _, n in nfas[1:]:
                 combined = combined.intersect(n)
-        cap = hi if hi is not None else lo
-        if combined.n * (cap + 1) <= _PRODUCT_BUDGET or hi is None:
+        if hi is None or (hi < BOUNDED_MIN_LENGTH and combined.n * (hi + 1) <= _PRODUCT_BUDGET):
             return combined.to_ir(lo, hi, max_states=self.options.max_states, tick=self.tick)
-        # a long maxLength over a big pattern: counted as the automaton reaches each
-        # (state, length) pair, not as a graph of them all
+        # a maxLength: counted as the automaton reaches each (state, length) pair, not as
+        # a graph of them all
         return combined.to_bounded_ir(lo, hi, max_states=self.options.max_states, tick=self.tick)
 
     def string_nfa(self, s: Normalized, keyword: str, ptr: str) -> CharNFA | None:
