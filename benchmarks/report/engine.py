@@ -111,6 +111,13 @@ def headline_engine(results_dir: Path) -> list[str]:
     quantized, quality = data.get("quantized"), read_results(Path(results_dir) / "quality.json")
     if quantized and quality:
         lines += ["Weight quantization (`native`, the embedded model's default on CPU: the GGUF file's own "
-                  "layers) against llama.cpp on the same file, and every mode's perplexity against float:",
-                  quantized_table(quantized), quality_table(quality)]
+                  "layers) against llama.cpp on the same file:", quantized_table(quantized),
+                  "Perplexity against float (the quality guard): " + perplexity_ratios(quality) + "."]
     return lines
+
+
+def perplexity_ratios(quality: dict) -> str:
+    """Each mode's perplexity against float's, in one line (the guard's whole table is in
+    RESULTS.md)."""
+    return "; ".join(f"{row['mode']} {times(row['perplexity_ratio'], 3)}" + (" (lossy)" if row["lossy"] else "")
+                     for row in quality["rows"] if row["mode"] != "float")
