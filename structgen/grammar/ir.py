@@ -156,7 +156,8 @@ class Bound:
 def bounded(graph: Graph, max_labels: int) -> Node:
     """`graph`'s paths that read at most `max_labels` labels (see `Bound`): the graph,
     bounded, or NOTHING where no final is that near the start. Every labelled edge
-    counts one; epsilon edges count none."""
+    counts one; epsilon edges count none. Every label must read something (a JSON
+    string's characters): `need` counts a path through an empty label as a way out."""
     need = _fewest_labels_to_final(graph)
     if need[graph.start] > max_labels:
         return NOTHING
