@@ -112,12 +112,13 @@ def headline_engine(results_dir: Path) -> list[str]:
     if quantized and quality:
         lines += ["Weight quantization (`native`, the embedded model's default on CPU: the GGUF file's own "
                   "layers) against llama.cpp on the same file:", quantized_table(quantized),
-                  "Perplexity against float (the quality guard): " + perplexity_ratios(quality) + "."]
+                  "Quality guard, each mode against float (perplexity ratio, greedy agreement): "
+                  + quality_line(quality) + "."]
     return lines
 
 
-def perplexity_ratios(quality: dict) -> str:
-    """Each mode's perplexity against float's, in one line (the guard's whole table is in
-    RESULTS.md)."""
-    return "; ".join(f"{row['mode']} {times(row['perplexity_ratio'], 3)}" + (" (lossy)" if row["lossy"] else "")
-                     for row in quality["rows"] if row["mode"] != "float")
+def quality_line(quality: dict) -> str:
+    """Each mode's perplexity against float's and its greedy agreement, in one line (the
+    guard's whole table is in RESULTS.md)."""
+    return "; ".join(f"{row['mode']} {times(row['perplexity_ratio'], 3)}, {100 * row['greedy_agreement']:.1f}%"
+                     + (" (lossy)" if row["lossy"] else "") for row in quality["rows"] if row["mode"] != "float")
