@@ -56,7 +56,7 @@ from structgen.automata.item_sets import MAX_STATE_ITEMS, too_ambiguous
 from structgen.automata.liveness import Liveness
 from structgen.automata.nfa import MAX_RULE_NESTING, LazyNFA
 from structgen.automata import spares as spare_module
-from structgen.automata.spares import AHEAD_AT, Spares, filled
+from structgen.automata.spares import AHEAD_AT, HASH_AHEAD_AT, Spares, filled
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 from structgen.grammar.charset import json_body_ir
@@ -660,7 +660,8 @@ TABLE = -1  # in `_ahead_points`: the DFA table rather than a store array
 
 def _ahead_points(table: np.ndarray, store: list[np.ndarray]) -> list[tuple[int, int, int]]:
     """(meta count, value, array): once the count reaches the value, the array (a store
-    index, or TABLE) is most of the way to full (`AHEAD_AT`). Only arrays big enough for
+    index, or TABLE) is most of the way to full (`AHEAD_AT`; the hash table half way,
+    `HASH_AHEAD_AT`). Only arrays big enough for
     a spare have one, so that a small automaton, most of them, skips the check after
     each call (~2.6 us, against ~0.1 us for the empty list)."""
     points = []
@@ -669,7 +670,8 @@ def _ahead_points(table: np.ndarray, store: list[np.ndarray]) -> list[tuple[int,
         points.append((M_STATES, math.ceil(AHEAD_AT * len(table)), TABLE))
     for i, count, per in _STORE_COUNTS:
         if 2 * store[i].nbytes >= smallest:
-            points.append((count, math.ceil(AHEAD_AT * len(store[i]) / per), i))
+            share = HASH_AHEAD_AT if i == S_HASH else AHEAD_AT
+            points.append((count, math.ceil(share * len(store[i]) / per), i))
     return points
 
 

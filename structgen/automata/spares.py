@@ -30,6 +30,11 @@ from structgen.automata import kernels, offstep
 MIN_SPARE_BYTES = 1 << 20
 # A spare is made once an array holds this share of what it holds when it must grow.
 AHEAD_AT = 0.75
+# ... and an automaton's hash table, earlier: it is the largest array and the last to be
+# ready, since its spare waits behind the others' on the one background thread. At 0.75,
+# a walk that filled a 262k-slot table in a few masks found its spare not made yet (the
+# growth then filled 25 MB in the step: 20-25 ms); at 0.5 it was ready (6 ms).
+HASH_AHEAD_AT = 0.5
 
 # numpy asks the kernel for huge pages (MADV_HUGEPAGE) for every array of 4 MB or more.
 # Where the kernel has none free it compacts memory inside the page fault: filling a
