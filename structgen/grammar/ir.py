@@ -161,6 +161,7 @@ def bounded(graph: Graph, max_labels: int) -> Node:
     need = _fewest_labels_to_final(graph)
     if need[graph.start] > max_labels:
         return NOTHING
+    max_labels = min(max_labels, _MOST_LABELS)
     twin = Graph(graph.num_states, graph.start, graph.finals, graph.edges, graph.free)
     out = Graph(graph.num_states, graph.start, graph.finals, graph.edges, graph.free)
     out.bound = Bound(max_labels, need, twin)
@@ -168,6 +169,9 @@ def bounded(graph: Graph, max_labels: int) -> Node:
 
 
 _FAR = 1 << 60  # the need of a state with no way to a final
+# The largest bound kept as it is (automata hold it in int64 arrays): no text read is
+# ever this long, so a larger one (a maxLength of 1e30) reads the same texts.
+_MOST_LABELS = (1 << 62) - 1
 
 
 def _fewest_labels_to_final(graph: Graph) -> list[int]:

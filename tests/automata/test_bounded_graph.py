@@ -62,6 +62,17 @@ def test_its_language_is_the_schemas(text, valid):
     assert (jsonschema.Draft202012Validator(LONG).is_valid(text)) is valid
 
 
+def test_a_bound_too_large_for_int64_compiles_and_still_binds_the_pattern(smollm2_vocab):
+    """A maxLength of 1e30 is held as the largest bound the arrays take (no text is that
+    long): the schema compiles, and the pattern still decides what is written."""
+    schema = {"type": "string", "pattern": "^(ab)+$", "minLength": 3, "maxLength": 10**30}
+    [graph] = bounded_graphs(schema_to_ir(schema))
+    assert graph.bound.max == (1 << 62) - 1
+    grammar = structgen.compile_json_schema(schema, smollm2_vocab)
+    assert grammar.accepts_bytes(b'"abab"') and not grammar.accepts_bytes(b'"ab"')  # minLength 3
+    assert not grammar.accepts_bytes(b'"aba"')
+
+
 @pytest.mark.parametrize("schema", [
     {"type": "string", "maxLength": 40, "pattern": WORDS % 5},
     {"type": "array", "maxItems": 2, "items": {"type": "string", "minLength": 2, "maxLength": 24,
