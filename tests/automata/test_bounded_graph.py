@@ -8,10 +8,8 @@ must take its twin's mask, so that writing a long string builds few states."""
 from __future__ import annotations
 
 import json
-import random
 
 import jsonschema
-import numpy as np
 import pytest
 
 import structgen
@@ -19,7 +17,7 @@ from structgen.grammar import ir
 from structgen.grammar.acceptor import ir_accepts
 from structgen.grammar.json_schema import schema_to_ir, strings
 from structgen.grammar.json_schema.memo import BoundedCache
-from tests.automata.test_counted import bounded_graphs, written_token_by_token
+from tests.automata.test_counted import bounded_graphs, twin_masks_checked, written_token_by_token
 from tests.automata.test_flat import _both, same_masks_on_walks
 
 WORDS = "^(?:\\S+\\s+){0,%d}\\S+$"
@@ -97,22 +95,7 @@ def test_twin_masks_equal_the_states_own(smollm2_vocab):
     """Random walks inside a 500-character string: wherever a state takes its twin's mask,
     that mask is the one the state's own walk computes."""
     grammar = structgen.compile_json_schema(LONG, smollm2_vocab, warm_s=0)
-    rng = random.Random(0)
-    mask = structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
-    twinned = 0
-    for _ in range(10):
-        matcher = grammar.matcher()
-        for _ in range(40):
-            state = matcher._stack[-1]
-            matcher.fill_bitmask(mask, 0)
-            if grammar.dfa.twin_of(state, grammar._trie.longest) >= 0:
-                own = grammar.dfa.state_tokens(grammar._trie, state).words
-                assert np.array_equal(mask[0, : own.size], own), f"state {state}: twin mask differs"
-                twinned += 1
-            choices = [t for t in matcher.allowed_token_ids().tolist() if t not in grammar.eos_token_ids]
-            if not choices:  # the string is closed
-                break
-            assert matcher.accept_token(int(rng.choice(choices)))
+    twinned = twin_masks_checked(grammar, smollm2_vocab, walks=10, seed=0)
     assert twinned >= 100
 
 

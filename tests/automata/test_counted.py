@@ -85,18 +85,16 @@ def test_bounded_plain_string_has_an_unbounded_twin():
     assert schema_to_ir({"type": "string", "maxLength": 12}).items[1].twin is None
 
 
-@pytest.mark.parametrize("index", range(len(SCHEMAS)))
-def test_twin_masks_equal_the_states_own(smollm2_vocab, index):
+def twin_masks_checked(grammar, vocab, walks: int, seed: int, steps: int = 40) -> int:
     """Random walks over allowed tokens: wherever a state has a twin, the mask the matcher
-    gives (the twin's) equals the one the state's own walk computes, token for token."""
-    grammar = structgen.compile_json_schema(SCHEMAS[index], smollm2_vocab, warm_s=0)
-    assert grammar.dfa.flat.has_counted
-    rng = random.Random(index)
-    mask = structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
+    gives (the twin's) must equal the one the state's own walk computes. Returns how many
+    such states the walks met."""
+    rng = random.Random(seed)
+    mask = structgen.allocate_bitmask(1, vocab.vocab_size)
     twinned = 0
-    for _ in range(25):
+    for _ in range(walks):
         matcher = grammar.matcher()
-        for _ in range(40):
+        for _ in range(steps):
             state = matcher._stack[-1]
             if state < 0:
                 break
@@ -105,11 +103,20 @@ def test_twin_masks_equal_the_states_own(smollm2_vocab, index):
                 own = grammar.dfa.state_tokens(grammar._trie, state).words
                 assert np.array_equal(mask[0, : own.size], own), f"state {state}: twin mask differs"
                 twinned += 1
-            allowed = matcher.allowed_token_ids()
-            token = int(rng.choice(allowed.tolist()))
+            token = int(rng.choice(matcher.allowed_token_ids().tolist()))
             if token in grammar.eos_token_ids:
                 break
             assert matcher.accept_token(token)
+    return twinned
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_twin_masks_equal_the_states_own(smollm2_vocab, index):
+    """Random walks over allowed tokens: wherever a state has a twin, the mask the matcher
+    gives (the twin's) equals the one the state's own walk computes, token for token."""
+    grammar = structgen.compile_json_schema(SCHEMAS[index], smollm2_vocab, warm_s=0)
+    assert grammar.dfa.flat.has_counted
+    twinned = twin_masks_checked(grammar, smollm2_vocab, walks=25, seed=index)
     assert twinned >= 20  # the walks met the zone
 
 
