@@ -226,13 +226,6 @@ class Int8BlockHead(Int8BlockLinear):
     scales as stored); its logits stay float32. It can also give rows of its weights, for
     a tied model's embedding table."""
 
-    def __init__(self, q: torch.Tensor, scale: torch.Tensor):
-        """`q` int8 [vocab, hidden], `scale` [vocab, hidden / 32] or [vocab, hidden / 16]."""
-        super().__init__(q, scale)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return int8_matmul.matmul(x, self.packed, self.scale, self.rows)
-
     def lookup(self, ids: torch.Tensor) -> torch.Tensor:
         """Rows `ids` of the weights in float32, exactly as the file's blocks give them."""
         return int8_matmul.lookup(self.packed, self.scale, ids)
