@@ -1,7 +1,7 @@
 """Steps on CPU in one C call: every decoder layer of a model whose projections are all
 block layers as a GGUF file stores them (`quantization.Int4BlockLinear`: the embedded
-model run natively; `Int8BlockLinear`: Q5_0, Q6_K and Q8_0), for any step -- decodes,
-prompt chunks and jump-forward spans alike.
+model run natively; `Int8BlockLinear`: Q3_K, Q5_0, Q5_1, Q5_K, Q6_K and Q8_0), for any
+step -- decodes, prompt chunks and jump-forward spans alike.
 
 On a 2-core CPU the embedded model's per-op decode step spent about 40% of its time in
 the interpreter and in torch's dispatch between the kernels (a few microseconds of
@@ -36,8 +36,7 @@ class FusedStep:
         self.model = model
         self.config = model.config
         self.held = [layer_tensors(layer) for layer in model.layers]  # kept alive while their addresses are used
-        self.weights = torch.tensor([[0 if t is None else t.data_ptr() for t in row] for row in self.held],
-                                    dtype=torch.int64)
+        self.weights = torch.tensor([[_table_entry(t) for t in row] for row in self.held], dtype=torch.int64)
         self.caches = torch.tensor([[k.data_ptr(), v.data_ptr()] for k, v in kv_caches], dtype=torch.int64)
         self.block_size = kv_caches[0][0].shape[1]
         self.kv_half = kv_caches[0][0].dtype is torch.float16
@@ -93,14 +92,23 @@ def _fused_projection(projection) -> bool:
     return isinstance(projection, Int4BlockLinear) and projection.bias is None
 
 
-def layer_tensors(layer) -> list[torch.Tensor | None]:
-    """One layer's tensors in the order of fused_layers.h's weight table (None for an
-    8-bit projection's minimums: address 0)."""
+def layer_tensors(layer) -> list[torch.Tensor | int | None]:
+    """One layer's tensors in the order of fused_layers.h's weight table, with each
+    projection's bits after its tensors (None for an 8-bit projection with no minimums:
+    address 0)."""
     row = [layer.input_norm]
     for name in PROJECTIONS:
         projection = layer.get_submodule(name)
         if name == "mlp.gate_up":
             row.append(layer.post_attn_norm)
-        row += [projection.packed, projection.scale, projection.minimum]
+        row += [projection.packed, projection.scale, projection.minimum,
+                8 if isinstance(projection, Int8BlockLinear) else 4]
     assert len(row) == cpu_kernels.LAYER_FIELDS
     return row
+
+
+def _table_entry(entry: torch.Tensor | int | None) -> int:
+    """A weight-table entry: a tensor's address, a number as it is, None as 0."""
+    if entry is None:
+        return 0
+    return entry if isinstance(entry, int) else entry.data_ptr()

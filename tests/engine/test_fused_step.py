@@ -1,6 +1,6 @@
 """The one-call step on CPU (structgen.engine.fused_step): for a model whose projections
-are all 4-bit or 8-bit block layers (a GGUF file's Q4 formats; Q5_0, Q6_K, Q8_0), every step -- prefills, decodes, both at once -- runs every
-layer in C and gives the per-op path's tokens and logprobs bit for bit, the cache
+are all 4-bit or 8-bit block layers (a GGUF file's Q4 formats; Q3_K, Q5_0, Q5_1, Q5_K,
+Q6_K, Q8_0), every step -- prefills, decodes, both at once -- runs every layer in C and gives the per-op path's tokens and logprobs bit for bit, the cache
 included (a later step reads what the fused one wrote); a prompt's logits do not depend
 on what it is batched with or how it is chunked; other models take the per-op path."""
 
@@ -20,17 +20,22 @@ from tests.engine.tiny_models import TINY_SMOLLM_SHAPE
 PARAMS = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True, logprobs=5)
 
 
-def int8_blocks(rng, rows: int, cols: int, group: int) -> gguf_weights.Int8Blocks:
-    """Random 6-bit values (Q6_K's range, less its offset) with a scale per `group` weights."""
+def int8_blocks(rng, rows: int, cols: int, group: int, minimums: bool = False) -> gguf_weights.Int8Blocks:
+    """Random 6-bit values (Q6_K's range, less its offset) with a scale per `group` weights,
+    or, with `minimums`, 5-bit ones (Q5_K's, 0..31) with a minimum per 32 as well."""
     scale = rng.uniform(0.01, 0.1, (rows, cols // group)).astype(np.float32)
-    return gguf_weights.Int8Blocks(rng.integers(-32, 32, (rows, cols), dtype=np.int8), scale)
+    if not minimums:
+        return gguf_weights.Int8Blocks(rng.integers(-32, 32, (rows, cols), dtype=np.int8), scale)
+    minimum = (-16 * scale + rng.normal(0, 0.01, scale.shape)).astype(np.float32)
+    return gguf_weights.Int8Blocks(rng.integers(0, 32, (rows, cols), dtype=np.int8), scale, minimum)
 
 
 def native_tiny_engine(seed: int = 0, mixed: bool = False, **options) -> Engine:
     """A random model of the embedded model's architecture whose projections are random
-    4-bit blocks -- or, `mixed`, some 4-bit, some 8-bit with a scale per 32 (Q8_0, Q5_0) and
-    some with one per 16 (Q6_K), as in a Q4_K_M file -- with the fused path built for it
-    (`options`: more EngineConfig fields)."""
+    4-bit blocks -- or, `mixed`, some 4-bit, some 8-bit with a scale per 32 (Q8_0, Q5_0),
+    some with one per 16 (Q6_K), and some with a minimum per 32 too (Q5_K), as in Q4_K_M
+    and Q5_K_M files -- with the fused path built for it (`options`: more EngineConfig
+    fields)."""
     engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="float", kv_cache_bytes=4 << 20,
                     **options)
     rng = np.random.default_rng(seed)
@@ -39,7 +44,8 @@ def native_tiny_engine(seed: int = 0, mixed: bool = False, **options) -> Engine:
         if name.endswith(("attn.qkv", "attn.o", "mlp.gate_up", "mlp.down")):
             rows, cols = module.weight.shape
             if mixed and index % 3:
-                stored[name] = int8_blocks(rng, rows, cols, 16 if index % 3 == 1 else 32)
+                group = 16 if index % 3 == 1 else 32
+                stored[name] = int8_blocks(rng, rows, cols, group, minimums=group == 32 and index % 2 == 1)
                 continue
             scale = rng.uniform(0.005, 0.05, (rows, cols // 32)).astype(np.float32)
             stored[name] = gguf_weights.Int4Blocks(rng.integers(0, 16, (rows, cols), dtype=np.uint8), scale,

@@ -3,7 +3,8 @@ multiplies as its dequantized weight does, stays within its rounding of the floa
 weight, refuses at load what it cannot run (naming the layer or the device), and an
 engine built with it decodes like the float one. GGUF weights (models.gguf_weights)
 decode as gguf's own dequantization does, bit for bit, and the layers a file stores in 4
-to 8 bits (the embedded model's Q4_1; Q5_0, Q6_K, Q8_0) become layers as they are stored."""
+to 8 bits (the embedded model's Q4_1; Q3_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0) become layers as
+they are stored."""
 
 from __future__ import annotations
 
@@ -109,18 +110,20 @@ def test_quantize_model_with_none_leaves_the_model_alone():
 
 # -- GGUF weights read as they are stored ------------------------------------------------
 
-GGUF_FORMATS = ["Q4_0", "Q4_1", "Q4_K", "Q8_0", "Q5_0", "Q6_K"]
-INT8_FORMATS = ("Q8_0", "Q5_0", "Q6_K")
+GGUF_FORMATS = ["Q4_0", "Q4_1", "Q4_K", "Q8_0", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q3_K"]
+INT8_FORMATS = ("Q8_0", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q3_K")
+HALF_GROUP_FORMATS = ("Q6_K", "Q3_K")  # a scale per 16 weights
+MINIMUM_FORMATS = ("Q5_1", "Q5_K")  # int8 values with a minimum per 32
 
 
 def random_blocks(fmt: str, rows: int, cols: int, rng) -> np.ndarray:
     """Stored bytes of a `fmt` tensor: random values, with finite f16 scales (at the start
-    of each block, but Q6_K's one at its end)."""
+    of each block, but Q6_K's and Q3_K's one at its end)."""
     block, size = GGML_QUANT_SIZES[GGMLQuantizationType[fmt]]
     data = rng.integers(0, 256, (rows, cols // block, size), dtype=np.uint8)
-    scales = 2 if fmt in ("Q4_1", "Q4_K") else 1
+    scales = 2 if fmt in ("Q4_1", "Q4_K", "Q5_1", "Q5_K") else 1
     values = (rng.standard_normal((rows, cols // block, scales)) * 0.01).astype(np.float16)
-    where = slice(size - 2, size) if fmt == "Q6_K" else slice(0, 2 * scales)
+    where = slice(size - 2, size) if fmt in HALF_GROUP_FORMATS else slice(0, 2 * scales)
     data[..., where] = values.view(np.uint8).reshape(rows, cols // block, 2 * scales)
     return data.reshape(rows, -1)
 
@@ -156,17 +159,20 @@ def test_each_gguf_format_decodes_as_ggufs_own_dequantization_bit_for_bit(writte
 
 @pytest.mark.parametrize("fmt", INT8_FORMATS)
 def test_an_8_bit_gguf_tensor_becomes_a_native_cpu_layer_exactly_as_stored(written_gguf, fmt):
-    """Q8_0, Q5_0 and Q6_K are held as int8 values with their own scales (Q6_K: one per 16
-    weights; the others given per 16 as well, each twice, where `halves`): the layer's
-    weight is gguf's own dequantization, bit for bit, and it multiplies as that weight
-    does, within its activations' int8 rounding."""
+    """Q8_0, Q5_0, Q5_1, Q5_K, Q6_K and Q3_K are held as int8 values with their own scales
+    (Q6_K and Q3_K: one per 16 weights; the others given per 16 as well, each twice, where
+    `halves`) and, for Q5_1 and Q5_K, minimums: the layer's weight is gguf's own
+    dequantization, bit for bit, and it multiplies as that weight does, within its
+    activations' int8 rounding."""
     path, _ = written_gguf
     blocks = gguf_weights.read_tensors(path)[f"t.{fmt}"].decoded()
-    assert blocks.scale.shape == (16, 512 // (16 if fmt == "Q6_K" else 32))
+    assert blocks.scale.shape == (16, 512 // (16 if fmt in HALF_GROUP_FORMATS else 32))
+    assert (blocks.minimum is not None) == (fmt in MINIMUM_FORMATS)
+    minimum = None if blocks.minimum is None else torch.from_numpy(blocks.minimum)
     expected = torch.from_numpy(blocks.dequantize())
     for halves in (False, True):
         layer = quantization.Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale),
-                                             halves=halves)
+                                             halves=halves, minimum=minimum)
         assert torch.equal(layer.dequantized(), expected)
     x = torch.randn(3, 512, generator=torch.Generator().manual_seed(0))
     exact = x.double() @ expected.double().T
@@ -215,6 +221,47 @@ def test_8_bit_parts_fuse_into_one_layer_and_4_and_8_bit_parts_into_a_split_one(
     assert torch.equal(model.gate_up(x), torch.cat([part(x) for part in model.gate_up.parts], dim=-1))
     exact = x.double() @ torch.from_numpy(expected_gate_up).double().T
     assert ((model.gate_up(x).double() - exact).norm() / exact.norm()) < 0.02
+
+
+def test_parts_with_and_without_minimums_fuse_into_one_int8_layer(tmp_path):
+    """As in a Q5_K_M file: q and k in Q5_K (a minimum per 32) with v in Q6_K (none, a
+    scale per 16) make one int8 layer with scales per 16 and minimums (v's zero), equal
+    to gguf's dequantization through the blocks' cache too; native runs it as one
+    Int8BlockLinear. A Q3_K down projection is one too."""
+    rng = np.random.default_rng(2)
+    path = tmp_path / "q5_k_m.gguf"
+    writer = GGUFWriter(str(path), "llama")
+    parts = {"attn_q": ("Q5_K", 64), "attn_k": ("Q5_K", 32), "attn_v": ("Q6_K", 32), "ffn_down": ("Q3_K", 64)}
+    for name, (fmt, rows) in parts.items():
+        writer.add_tensor(f"blk.0.{name}.weight", random_blocks(fmt, rows, 256, rng),
+                          raw_dtype=GGMLQuantizationType[fmt])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tensors = {name: tensor.dequantize() for name, tensor in gguf_weights.read_tensors(path).items()}
+    expected_qkv = np.concatenate([tensors["blk.0.attn_q.weight"][gguf_weights.unpermute_rows(64, 2)],
+                                   tensors["blk.0.attn_k.weight"][gguf_weights.unpermute_rows(32, 1)],
+                                   tensors["blk.0.attn_v.weight"]])
+    cache = tmp_path / "blocks.safetensors"
+    for _read_or_cached in range(2):
+        stored = gguf_weights.stored_linears(path, 2, 1, cache=cache)
+        qkv, down = stored["layers.0.attn.qkv"], stored["layers.0.mlp.down"]
+        assert isinstance(qkv, gguf_weights.Int8Blocks)
+        assert qkv.scale.shape == (128, 16) and qkv.minimum.shape == (128, 8)
+        assert not qkv.minimum[96:].any() and qkv.minimum[:96].any()
+        assert np.array_equal(qkv.dequantize(), expected_qkv)
+        assert isinstance(down, gguf_weights.Int8Blocks) and down.minimum is None
+        assert np.array_equal(down.dequantize(), tensors["blk.0.ffn_down.weight"])
+    model = nn.Module()
+    model.embed = nn.Embedding(4, 256)
+    model.qkv = nn.Linear(256, 128, bias=False)
+    quantize_model(model, "native", stored={"qkv": qkv})
+    assert isinstance(model.qkv, quantization.Int8BlockLinear)
+    assert torch.equal(model.qkv.dequantized(), torch.from_numpy(expected_qkv))
+    x = torch.randn(3, 256, generator=torch.Generator().manual_seed(0))
+    exact = x.double() @ torch.from_numpy(expected_qkv).double().T
+    assert ((model.qkv(x).double() - exact).norm() / exact.norm()) < 0.02
 
 
 @pytest.mark.parametrize("fmt", ["Q4_0", "Q4_1", "Q4_K"])
@@ -316,7 +363,7 @@ def test_native_runs_the_embedded_files_4_bit_layers_and_8_bit_head_as_stored():
 
 
 def test_native_says_in_one_line_which_layers_have_no_stored_form(caplog):
-    """Layers a GGUF file stores in a format without a kernel here (Q5_1, F16, ...) run
+    """Layers a GGUF file stores in a format without a kernel here (Q2_K, F16, ...) run
     dequantized, and loading says so once."""
     engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="float", kv_cache_bytes=1 << 20)
     qkv = engine.model.layers[0].attn.qkv.weight
@@ -332,5 +379,5 @@ def test_native_says_in_one_line_which_layers_have_no_stored_form(caplog):
     layers = len(engine.model.layers) * 4
     [record] = caplog.records
     assert record.getMessage() == (f"native quantization: {layers - 1} decoder linear layers (layers.0.attn.o and "
-                                   f"{layers - 2} more) are stored in a format other than Q4_0, Q4_1, Q4_K, Q5_0, Q6_K or Q8_0 "
-                                   "and run dequantized to float")
+                                   f"{layers - 2} more) are stored in a format other than Q3_K, Q4_0, Q4_1, Q4_K, "
+                                   "Q5_0, Q5_1, Q5_K, Q6_K or Q8_0 and run dequantized to float")

@@ -24,8 +24,8 @@ check dtype, device, shape and contiguity first."""
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uintptr_t
 
 cdef extern from "int8_rows.h":
-    int c_int8_rows "int8_rows"(const int8_t *packed, const float *scale, const float *x, float *out,
-                                int64_t rows, int64_t k, int64_t n, int portable, int halves) nogil
+    int c_int8_rows "int8_rows"(const int8_t *packed, const float *scale, const float *minimum, const float *x,
+                                float *out, int64_t rows, int64_t k, int64_t n, int portable, int halves) nogil
 
 cdef extern from "int4_rows.h":
     int c_int4_rows "int4_rows"(const uint8_t *packed, const float *scale, const float *minimum, const float *x,
@@ -75,15 +75,16 @@ LAYER_FIELDS = FUSED_FIELDS  # addresses per layer in fused_layers' weight table
 
 
 def matmul_rows(uintptr_t packed, uintptr_t scale, uintptr_t x, uintptr_t out, int64_t rows, int64_t k, int64_t n,
-                bint portable=False, int halves=1):
+                bint portable=False, int halves=1, uintptr_t minimum=0):
     """out [n, rows] = x [n, k] @ (q * scale per block of 32, or per half block with
-    `halves` 2) [rows, k].T (packed and scale in int8_rows.h's layout: `int8_matmul.pack`)."""
+    `halves` 2, + minimum per block of 32 unless its address is 0) [rows, k].T (packed,
+    scale and minimum in int8_rows.h's layout: `int8_matmul.pack`)."""
     if halves not in (1, 2):
         raise ValueError(f"int8 block weights take 1 or 2 scales per block of 32, not {halves}")
     cdef int status
     with nogil:
-        status = c_int8_rows(<const int8_t *>packed, <const float *>scale, <const float *>x, <float *>out, rows, k,
-                             n, portable, halves)
+        status = c_int8_rows(<const int8_t *>packed, <const float *>scale, <const float *>minimum,
+                             <const float *>x, <float *>out, rows, k, n, portable, halves)
     if status != 0:
         raise MemoryError("int8 matmul: no memory for the quantized activations")
 

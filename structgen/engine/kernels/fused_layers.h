@@ -3,7 +3,8 @@
  * of k and v in the paged cache, attention, the output projection, the second norm, the
  * fused gate/up projection, SiLU-gating and the down projection; then the final norm.
  * Each projection is 4-bit block weights (int4_rows.h) or 8-bit ones with a scale per half
- * block (int8_rows.h); the model has no biases and no q/k norms. Each row is one new
+ * block and, where the file has them, a minimum per block (int8_rows.h); the model has no
+ * biases and no q/k norms. Each row is one new
  * token -- a decode, a prompt chunk's token or one of a jump-forward span -- with its own
  * block table and the number of positions it attends to (attention_rows.h), so one call
  * runs any step.
@@ -29,12 +30,12 @@
 #include "silu_mul_rows.h"
 
 /* One layer's weights, as addresses: the norms' float32 vectors, and for each projection
- * its packed weights, scales and minimums (int4_rows.h), or its packed int8 weights, two
- * scales per block and 0 (int8_rows.h). */
+ * its packed weights, scales, minimums and bits: 4 (int4_rows.h), or 8 (int8_rows.h: two
+ * scales per block, and minimums or 0 for none). The bits are a number, not an address. */
 enum fused_layer_field {
-    FUSED_INPUT_NORM, FUSED_QKV, FUSED_QKV_SCALE, FUSED_QKV_MIN, FUSED_O, FUSED_O_SCALE, FUSED_O_MIN,
-    FUSED_POST_NORM, FUSED_GATE_UP, FUSED_GATE_UP_SCALE, FUSED_GATE_UP_MIN, FUSED_DOWN, FUSED_DOWN_SCALE,
-    FUSED_DOWN_MIN, FUSED_FIELDS
+    FUSED_INPUT_NORM, FUSED_QKV, FUSED_QKV_SCALE, FUSED_QKV_MIN, FUSED_QKV_BITS, FUSED_O, FUSED_O_SCALE,
+    FUSED_O_MIN, FUSED_O_BITS, FUSED_POST_NORM, FUSED_GATE_UP, FUSED_GATE_UP_SCALE, FUSED_GATE_UP_MIN,
+    FUSED_GATE_UP_BITS, FUSED_DOWN, FUSED_DOWN_SCALE, FUSED_DOWN_MIN, FUSED_DOWN_BITS, FUSED_FIELDS
 };
 
 typedef struct {
@@ -47,13 +48,14 @@ typedef struct {
 #define FUSED_FIELD(layer, field) ((const void *)(uintptr_t)weights[(layer) * FUSED_FIELDS + (field)])
 
 /* out [n, rows] = x [n, k] @ the weights [rows, k].T of the projection whose packed
- * weights are field `field` of the layer's row (its scales and minimums the next two):
- * 4-bit, or 8-bit where the minimums' address is 0. */
+ * weights are field `field` of the layer's row (its scales, minimums and bits the next
+ * three). */
 static int fused_projection(const int64_t *weights, int64_t layer, int field, const float *x, float *out,
                             int64_t rows, int64_t k, int64_t n) {
     const void *packed = FUSED_FIELD(layer, field), *scale = FUSED_FIELD(layer, field + 1);
     const void *minimum = FUSED_FIELD(layer, field + 2);
-    if (minimum == NULL) return int8_rows(packed, scale, x, out, rows, k, n, 0, 2);
+    int64_t bits = weights[layer * FUSED_FIELDS + field + 3];
+    if (bits == 8) return int8_rows(packed, scale, minimum, x, out, rows, k, n, 0, 2);
     return int4_rows(packed, scale, minimum, x, out, rows, k, n, 0);
 }
 

@@ -1,6 +1,7 @@
 """float32 activations times int8 weights stored in blocks of 32 with a float32 scale
-each (GGUF's Q8_0 and Q5_0: w = q * scale), or one per half block of 16 (Q6_K), into
-float32, on CPU: the layers and LM head of a model whose file stores them so.
+each (GGUF's Q8_0 and Q5_0: w = q * scale), or one per half block of 16 (Q6_K, Q3_K),
+and optionally a float32 minimum per block of 32 (Q5_1, Q5_K: w = q * scale + minimum),
+into float32, on CPU: the layers and LM head of a model whose file stores them so.
 
 Owns the layout of the weights (`pack`, `unpack`, `per_row`, `lookup`: rows interleaved
 by eights) and the call into the compiled kernel (int8_rows.h, through `cpu_kernels`),
@@ -44,18 +45,25 @@ def pack(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     [groups, blocks, 256], where in the m-th 32 bytes of a group's block, bytes 4j..4j+3
     hold row j's weights 4m..4m+3; scales float32 [groups, blocks, 8] (or
     [groups, 2 * blocks, 8], each block's halves in turn). Rows past the last (up to a
-    multiple of 8) are zeros."""
+    multiple of 8) are zeros. Minimums [rows, cols / 32] take the scales' layout
+    (`pack_per_block`)."""
     check_rows(q, scale)
     rows, cols = q.shape
     padding = -rows % GROUP_ROWS
     groups, blocks = (rows + padding) // GROUP_ROWS, cols // BLOCK
-    parts = scale.shape[1]
     q = F.pad(q, (0, 0, 0, padding))
-    scale = F.pad(scale.float(), (0, 0, 0, padding))
     lanes = q.reshape(groups, GROUP_ROWS, blocks, BLOCK // LANE, LANE)  # [g, j, b, m, t]
     packed = lanes.permute(0, 2, 3, 1, 4).reshape(groups, blocks, GROUP_BYTES).contiguous()
-    scales = scale.reshape(groups, GROUP_ROWS, parts).permute(0, 2, 1).contiguous()
-    return packed, scales
+    return packed, pack_per_block(scale)
+
+
+def pack_per_block(values: torch.Tensor) -> torch.Tensor:
+    """Per-row floats [rows, parts] (scales or minimums) in the kernel's layout: float32
+    [groups, parts, 8], rows past the last zeros."""
+    rows, parts = values.shape
+    padding = -rows % GROUP_ROWS
+    values = F.pad(values.float(), (0, 0, 0, padding))
+    return values.reshape(-1, GROUP_ROWS, parts).permute(0, 2, 1).contiguous()
 
 
 def unpack(packed: torch.Tensor, rows: int) -> torch.Tensor:
@@ -66,7 +74,7 @@ def unpack(packed: torch.Tensor, rows: int) -> torch.Tensor:
 
 
 def per_row(scales: torch.Tensor, rows: int) -> torch.Tensor:
-    """The scales of `pack`'s layout: float32 [rows, blocks] (or [rows, 2 * blocks])."""
+    """The scales (or minimums) of `pack`'s layout: float32 [rows, blocks] (or [rows, 2 * blocks])."""
     groups, parts, _ = scales.shape
     return scales.permute(0, 2, 1).reshape(groups * GROUP_ROWS, parts)[:rows]
 
@@ -76,18 +84,24 @@ def halves_of(packed: torch.Tensor, scales: torch.Tensor) -> int:
     return scales.shape[1] // packed.shape[1]
 
 
-def lookup(packed: torch.Tensor, scales: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+def lookup(packed: torch.Tensor, scales: torch.Tensor, ids: torch.Tensor,
+           minimums: torch.Tensor | None = None) -> torch.Tensor:
     """Rows `ids` of the weights, dequantized to float32 [len(ids), cols]: each q times
-    its scale, one float32 product, as GGUF's own dequantization computes it."""
+    its scale (plus its block's minimum), float32 operations as GGUF's own dequantization
+    computes them."""
     groups, blocks, _ = packed.shape
     parts = scales.shape[1]
     group, row = ids // GROUP_ROWS, ids % GROUP_ROWS
     lanes = packed.view(groups, blocks, BLOCK // LANE, GROUP_ROWS, LANE)[group, :, :, row, :]  # [n, b, m, t]
     q = lanes.reshape(ids.shape[0], parts, BLOCK * blocks // parts).float()
-    return (q * scales[group, :, row][..., None]).reshape(ids.shape[0], blocks * BLOCK)
+    scaled = (q * scales[group, :, row][..., None]).reshape(ids.shape[0], blocks, BLOCK)
+    if minimums is not None:
+        scaled = scaled + minimums[group, :, row][..., None]
+    return scaled.reshape(ids.shape[0], blocks * BLOCK)
 
 
-def check_blocks(packed: torch.Tensor, scales: torch.Tensor, rows: int) -> None:
+def check_blocks(packed: torch.Tensor, scales: torch.Tensor, rows: int,
+                 minimums: torch.Tensor | None = None) -> None:
     """Refuse packed weights the kernel cannot read, saying what is wrong with them."""
     if (packed.dtype != torch.int8 or packed.dim() != 3 or packed.shape[2] != GROUP_BYTES
             or packed.device.type != "cpu" or not packed.is_contiguous()):
@@ -100,17 +114,22 @@ def check_blocks(packed: torch.Tensor, scales: torch.Tensor, rows: int) -> None:
             or not scales.is_contiguous()):
         raise ValueError(f"packed int8 weights of shape {tuple(packed.shape)} need contiguous float32 CPU scales "
                          f"of shape {expected[0]} or {expected[1]}; got {scales.dtype} {tuple(scales.shape)}")
+    if minimums is not None and (tuple(minimums.shape) != expected[0] or minimums.dtype != torch.float32
+                                 or minimums.device.type != "cpu" or not minimums.is_contiguous()):
+        raise ValueError(f"packed int8 weights of shape {tuple(packed.shape)} need contiguous float32 CPU minimums "
+                         f"of shape {expected[0]}; got {minimums.dtype} {tuple(minimums.shape)}")
     if not 0 < rows <= packed.shape[0] * GROUP_ROWS or rows <= (packed.shape[0] - 1) * GROUP_ROWS:
         raise ValueError(f"{rows} rows do not fill the {packed.shape[0]} groups of 8 of packed int8 weights")
 
 
 def matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, rows: int,
-           portable: bool = False) -> torch.Tensor:
-    """x [n, k] float32 @ w [rows, k].T -> [n, rows] float32 (w as `pack` holds it).
+           portable: bool = False, minimums: torch.Tensor | None = None) -> torch.Tensor:
+    """x [n, k] float32 @ w [rows, k].T -> [n, rows] float32 (w as `pack` holds it, with
+    `minimums` per block where given, in `pack_per_block`'s layout).
 
     `portable`: the plain C path even where AVX2 is there (the tests compare the two)."""
     require()
-    check_blocks(packed, scales, rows)
+    check_blocks(packed, scales, rows, minimums)
     k = packed.shape[1] * BLOCK
     if x.dim() != 2 or x.shape[1] != k or x.device.type != "cpu":
         raise ValueError(f"activations of shape {tuple(x.shape)} on {x.device} cannot multiply int8 block weights "
@@ -120,5 +139,6 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, rows: in
     if x.shape[0] == 0:
         return out
     cpu_kernels.matmul_rows(packed.data_ptr(), scales.data_ptr(), x.data_ptr(), out.data_ptr(), rows, k,
-                            x.shape[0], portable, halves_of(packed, scales))
+                            x.shape[0], portable, halves_of(packed, scales),
+                            0 if minimums is None else minimums.data_ptr())
     return out

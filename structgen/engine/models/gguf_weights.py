@@ -5,10 +5,12 @@ from, and the map from GGUF tensor names to the model's linear layers:
 - Q4_0, Q4_1 and Q4_K: 4-bit values in groups of 32 with a scale and a minimum each
   (`Int4Blocks`, w = q * scale + minimum): an int4 layer of group size 32 takes them as
   they are, with no float round trip and no second rounding;
-- Q8_0 and Q5_0: 8- and 5-bit values in groups of 32 with a scale each, and Q6_K: 6-bit
-  values with a scale per group of 16 (`Int8Blocks`, w = q * scale, q an int8: Q5_0's and
-  Q6_K's unsigned values less their offsets of 16 and 32);
-- any other format (Q5_1, Q5_K, F16, ...): dequantized to float32 by `gguf`.
+- Q8_0 and Q5_0: 8- and 5-bit values in groups of 32 with a scale each, and Q6_K and
+  Q3_K: 6- and 3-bit values with a scale per group of 16 (`Int8Blocks`, w = q * scale,
+  q an int8: the unsigned values less their offsets);
+- Q5_1 and Q5_K: 5-bit values in groups of 32 with a scale and a minimum each
+  (`Int8Blocks` with minimums, w = q * scale + minimum);
+- any other format (Q2_K, F16, ...): dequantized to float32 by `gguf`.
 The LM head is stored as `output.weight`, or, in a model with tied embeddings, is the
 embedding table `token_embd.weight`; it is read as the layer "lm_head".
 Every decode reproduces `gguf`'s own dequantization bit for bit. Q and K projections
@@ -27,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-GROUP = 32  # weights per scale in the 4-bit formats, Q8_0 and Q5_0
-HALF_GROUP = 16  # weights per scale in Q6_K
+GROUP = 32  # weights per scale in the 4- and 5-bit formats and Q8_0
+HALF_GROUP = 16  # weights per scale in Q6_K and Q3_K
 QK_K = 256  # weights per super-block of the K formats
 INT4_FORMATS = ("Q4_0", "Q4_1", "Q4_K")
 # GGUF name (after "blk.N.") -> the model's linear layer and the slice of it (fused q/k/v, gate/up)
@@ -44,6 +46,7 @@ _BLOCK_RE = re.compile(r"blk\.(\d+)\.(.+)")
 
 @dataclass
 class Int4Blocks:
+    bits = 4
     q: np.ndarray  # uint8 [rows, cols], values 0..15
     scale: np.ndarray  # float32 [rows, cols / GROUP]
     minimum: np.ndarray  # float32 [rows, cols / GROUP]; w = q * scale + minimum
@@ -59,22 +62,33 @@ class Int4Blocks:
 
 @dataclass
 class Int8Blocks:
+    bits = 8
     q: np.ndarray  # int8 [rows, cols]
-    scale: np.ndarray  # float32 [rows, cols / GROUP] or [rows, cols / HALF_GROUP]; w = q * scale
+    scale: np.ndarray  # float32 [rows, cols / GROUP] or [rows, cols / HALF_GROUP]
+    minimum: np.ndarray | None = None  # float32 [rows, cols / GROUP]; w = q * scale (+ minimum)
 
     def dequantize(self) -> np.ndarray:
         rows, cols = self.q.shape
         parts = self.scale.shape[1]
-        return (self.q.reshape(rows, parts, -1).astype(np.float32) * self.scale[..., None]).reshape(rows, cols)
+        scaled = (self.q.reshape(rows, parts, -1).astype(np.float32) * self.scale[..., None]).reshape(rows, -1, GROUP)
+        if self.minimum is not None:
+            scaled = scaled + self.minimum[..., None]
+        return scaled.reshape(rows, cols)
 
     def per_half_group(self) -> "Int8Blocks":
         """The same weights with a scale per 16 (each scale of a group of 32 given twice)."""
         if self.scale.shape[1] * HALF_GROUP == self.q.shape[1]:
             return self
-        return Int8Blocks(self.q, np.repeat(self.scale, GROUP // HALF_GROUP, axis=1))
+        return Int8Blocks(self.q, np.repeat(self.scale, GROUP // HALF_GROUP, axis=1), self.minimum)
+
+    def with_minimum(self) -> "Int8Blocks":
+        """The same weights with a minimum per group (zeros where it had none)."""
+        if self.minimum is not None:
+            return self
+        return Int8Blocks(self.q, self.scale, np.zeros((self.q.shape[0], self.q.shape[1] // GROUP), np.float32))
 
     def take_rows(self, order: np.ndarray) -> "Int8Blocks":
-        return Int8Blocks(self.q[order], self.scale[order])
+        return Int8Blocks(self.q[order], self.scale[order], None if self.minimum is None else self.minimum[order])
 
 
 @dataclass
@@ -186,10 +200,59 @@ def decode_q5_0(data: np.ndarray) -> Int8Blocks:
     bytes of nibbles (low ones first, as Q4_0); w = (q - 16) * d, q = nibble + 16 * bit."""
     rows = data.shape[0]
     blocks = data.reshape(rows, -1, 22)
-    high = np.ascontiguousarray(blocks[..., 2:6]).view("<u4")  # [rows, blocks, 1]
-    bits = ((high >> np.arange(32, dtype=np.uint32)) & 1).astype(np.uint8)
-    q = (_nibbles(blocks[..., 6:]) | (bits << 4)).astype(np.int8) - np.int8(16)
+    q = _five_bits(blocks[..., 2:6], blocks[..., 6:]) - np.int8(16)
     return Int8Blocks(q.reshape(rows, -1), _f16(blocks[..., 0:2]))
+
+
+def decode_q5_1(data: np.ndarray) -> Int8Blocks:
+    """Blocks of 24 bytes: scale d and minimum m (f16), 32 high bits, 16 bytes of nibbles
+    (as Q5_0); w = q * d + m, q = nibble + 16 * bit in 0..31."""
+    rows = data.shape[0]
+    blocks = data.reshape(rows, -1, 24)
+    return Int8Blocks(_five_bits(blocks[..., 4:8], blocks[..., 8:]).reshape(rows, -1), _f16(blocks[..., 0:2]),
+                      _f16(blocks[..., 2:4]))
+
+
+def _five_bits(high_bytes: np.ndarray, nibble_bytes: np.ndarray) -> np.ndarray:
+    """Q5_0's and Q5_1's values 0..31 as int8 [..., 32]: the nibbles (low ones first),
+    and bit i of the little-endian word of `high_bytes` as value i's fifth bit."""
+    high = np.ascontiguousarray(high_bytes).view("<u4")  # [rows, blocks, 1]
+    bits = ((high >> np.arange(32, dtype=np.uint32)) & 1).astype(np.uint8)
+    return (_nibbles(nibble_bytes) | (bits << 4)).astype(np.int8)
+
+
+def decode_q5_k(data: np.ndarray) -> Int8Blocks:
+    """Super-blocks of 256 weights in 176 bytes: d and dmin (f16), Q4_K's twelve bytes of
+    6-bit scales and minimums, 32 bytes of fifth bits (value i of group j: bit j of byte
+    i), and Q4_K's 128 bytes of nibbles. w = q * (d * scale_j) - dmin * minimum_j."""
+    rows = data.shape[0]
+    blocks = data.reshape(rows, -1, 176)
+    as_q4_k = decode_q4_k(np.concatenate([blocks[..., :16], blocks[..., 48:]], axis=-1).reshape(rows, -1))
+    high = blocks[..., 16:48].reshape(rows, -1, 1, 32) >> np.arange(8, dtype=np.uint8).reshape(8, 1)
+    q = as_q4_k.q | ((high & 1).reshape(rows, -1) << 4)
+    return Int8Blocks(q.astype(np.int8), as_q4_k.scale, as_q4_k.minimum)
+
+
+def decode_q3_k(data: np.ndarray) -> Int8Blocks:
+    """Super-blocks of 256 weights in 110 bytes: 32 bytes of high bits (value i of group
+    j: bit j of byte i), 64 bytes of 2-bit values (each 32 bytes hold four groups, bit
+    pairs 0-1, 2-3, 4-5, 6-7 in turn), twelve bytes of sixteen 6-bit scales (low nibbles
+    in the first eight, high bit pairs in the last four), and d (f16).
+    w = (low - 4 * (1 - high)) * (d * (scale_j - 32)), one scale per 16 weights."""
+    rows = data.shape[0]
+    blocks = data.reshape(rows, -1, 110)
+    supers = blocks.shape[1]
+    high = blocks[..., :32].reshape(rows, supers, 1, 32) >> np.arange(8, dtype=np.uint8).reshape(8, 1)
+    low = blocks[..., 32:96].reshape(rows, supers, 2, 1, 32) >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(4, 1)
+    low = (low & 0x03).reshape(rows, supers, 8, 32).astype(np.int8)
+    q = low - (((high & 1) ^ 1) << 2).astype(np.int8)
+    packed = blocks[..., 96:108]
+    scale_low = packed[..., :8].reshape(rows, supers, 1, 8) >> np.array([0, 4], dtype=np.uint8).reshape(2, 1)
+    scale_high = packed[..., 8:].reshape(rows, supers, 1, 4) >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(4, 1)
+    scales = (scale_low & 0x0F).reshape(rows, supers, 16) | ((scale_high & 0x03).reshape(rows, supers, 16) << 4)
+    scales = scales.astype(np.int8) - np.int8(32)
+    d = _f16(blocks[..., 108:110])
+    return Int8Blocks(q.reshape(rows, -1), (d[..., None] * scales.astype(np.float32)).reshape(rows, -1))
 
 
 def decode_q6_k(data: np.ndarray) -> Int8Blocks:
@@ -210,7 +273,8 @@ def decode_q6_k(data: np.ndarray) -> Int8Blocks:
 
 
 DECODERS = {"Q4_0": decode_q4_0, "Q4_1": decode_q4_1, "Q4_K": decode_q4_k, "Q8_0": decode_q8_0,
-            "Q5_0": decode_q5_0, "Q6_K": decode_q6_k}
+            "Q5_0": decode_q5_0, "Q5_1": decode_q5_1, "Q5_K": decode_q5_k, "Q3_K": decode_q3_k,
+            "Q6_K": decode_q6_k}
 
 
 @dataclass
@@ -232,7 +296,7 @@ def stored_linears(path: Path, num_heads: int, num_kv_heads: int, cache: Path | 
     """The decoder's linear layers and the LM head as the file stores them: fused (q/k/v,
     gate/up), in the model's row order, by layer name ("layers.3.attn.qkv", "lm_head").
     A layer with 4-bit and 8-bit parts is a SplitBlocks; one with a part in another
-    format (a float, Q5_1, ...) is left out: it loads as float.
+    format (a float, Q2_K, ...) is left out: it loads as float.
     `cache`: a safetensors file that holds the result after the first read."""
     if cache is not None and cache.is_file():
         return _load_cached(cache)
@@ -273,7 +337,10 @@ def _fuse(pieces: dict) -> StoredLinear | None:
         return Int4Blocks(*(np.concatenate([getattr(p, f) for p in ordered]) for f in ("q", "scale", "minimum")))
     if len({p.scale.shape[1] / p.q.shape[1] for p in ordered}) > 1:  # Q6_K beside Q8_0 or Q5_0 parts
         ordered = [p.per_half_group() for p in ordered]
-    return Int8Blocks(*(np.concatenate([getattr(p, f) for p in ordered]) for f in ("q", "scale")))
+    if any(p.minimum is not None for p in ordered):  # Q5_K beside Q6_K parts
+        ordered = [p.with_minimum() for p in ordered]
+    fields = ("q", "scale") if ordered[0].minimum is None else ("q", "scale", "minimum")
+    return Int8Blocks(*(np.concatenate([getattr(p, f) for p in ordered]) for f in fields))
 
 
 def _save_cached(stored: dict[str, StoredLinear], cache: Path) -> None:
@@ -281,7 +348,7 @@ def _save_cached(stored: dict[str, StoredLinear], cache: Path) -> None:
 
     arrays = {f"{name}.{field}": np.ascontiguousarray(getattr(blocks, field))
               for layer, whole in stored.items() for name, blocks in _named_parts(layer, whole)
-              for field in blocks.__dataclass_fields__}
+              for field in blocks.__dataclass_fields__ if getattr(blocks, field) is not None}
     cache.parent.mkdir(parents=True, exist_ok=True)
     partial = cache.with_name(f"{cache.name}.{os.getpid()}.partial")  # processes filling it at once
     save_file(arrays, str(partial))
@@ -298,7 +365,7 @@ def _load_cached(cache: Path) -> dict[str, StoredLinear]:
         layers.setdefault(layer, {})[field] = array
     stored: dict = {}
     for name, fields in sorted(layers.items()):
-        blocks = Int4Blocks(**fields) if "minimum" in fields else Int8Blocks(**fields)
+        blocks = Int8Blocks(**fields) if fields["q"].dtype == np.int8 else Int4Blocks(**fields)
         layer, _, part = name.partition(_PART)
         if part:
             stored.setdefault(layer, SplitBlocks([])).parts.append(blocks)  # (sorted: parts in order)

@@ -59,7 +59,7 @@ class LoadedModel:
             return {}
         c = self.config
         # A subfolder: not read as weights. The name changes whenever what it holds does.
-        cache = self.folder / "gguf-blocks" / "linears-and-head-q4-q5-q6-q8.safetensors"
+        cache = self.folder / "gguf-blocks" / "linears-and-head-q3-q4-q5-q6-q8-minimums.safetensors"
         for stale in cache.parent.glob("*.safetensors") if cache.parent.is_dir() else ():
             if stale != cache:  # what an older version cached
                 stale.unlink(missing_ok=True)

@@ -12,11 +12,12 @@ or the device cannot run (`QuantizationError`, naming the layer or the capabilit
 - "fp8": e4m3 weights with one scale per output channel, multiplied by
   `torch._scaled_mm` on GPUs of compute capability 8.9 and up, with each token's
   activations scaled to e4m3 on the fly; other devices are refused.
-- "native": a GGUF file's 4-, 5-, 6- and 8-bit layers as stored (see `quantize_model`);
-  any other layer or checkpoint stays float. On CPU they multiply in integers, their
-  activations quantized to int8 per block of 32, as llama.cpp does: the 4-bit layers
-  (Q4_0, Q4_1, Q4_K) as `Int4BlockLinear`s, the others (Q5_0, Q6_K, Q8_0, as int8 values)
-  as `Int8BlockLinear`s, an LM head so stored too (`Int8BlockHead`). On a GPU the 4-bit
+- "native": a GGUF file's 3-, 4-, 5-, 6- and 8-bit layers as stored (see
+  `quantize_model`); any other layer or checkpoint stays float. On CPU they multiply in
+  integers, their activations quantized to int8 per block of 32, as llama.cpp does: the
+  4-bit layers (Q4_0, Q4_1, Q4_K) as `Int4BlockLinear`s, the others (Q3_K, Q5_0, Q5_1,
+  Q5_K, Q6_K, Q8_0, as int8 values) as `Int8BlockLinear`s, an LM head so stored too
+  (`Int8BlockHead`). On a GPU the 4-bit
   layers are `Int4Linear`s and the 8-bit ones `Int8Linear`s (requantized per row).
 - None or "float": none; the weights stay in the engine's dtype.
 - "auto" (the default): "native" for the embedded default model on CPU, where it decodes
@@ -61,7 +62,8 @@ FP8_MAX = 448.0  # the largest finite e4m3 value
 # The packed CPU kernels are vectorized for bfloat16 activations only (float32 and float16
 # take a scalar loop, 10-40x slower): a layer casts its input to it and its output back.
 CPU_COMPUTE_DTYPE = torch.bfloat16
-STORED_FORMATS = "Q4_0, Q4_1, Q4_K, Q5_0, Q6_K or Q8_0"  # what native runs as stored (gguf_weights decodes them)
+# what native runs as stored (gguf_weights decodes them)
+STORED_FORMATS = "Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K or Q8_0"
 log = logging.getLogger(__name__)
 
 
@@ -187,8 +189,9 @@ class Int4BlockLinear(nn.Module):
 
 
 class Int8BlockLinear(nn.Module):
-    """A layer a GGUF file stores in 8-bit blocks: Q8_0 and Q5_0 (a scale per 32 weights)
-    or Q6_K (a scale per 16), decoded to int8 values (w = q * scale), held in
+    """A layer a GGUF file stores in blocks of 3 to 8 bits: Q8_0 and Q5_0 (a scale per 32
+    weights), Q6_K and Q3_K (a scale per 16), Q5_1 and Q5_K (a scale and a minimum per
+    32), decoded to int8 values (w = q * scale, + minimum), held in
     `kernels.int8_matmul`'s layout and multiplied on CPU by its kernel: the activations
     are quantized to int8 per block of 32 and the products summed in integers, as llama.cpp
     does (the quality guard measures the cost). `halves`: give the scales per 16 (a scale
@@ -196,29 +199,37 @@ class Int8BlockLinear(nn.Module):
     same bits whatever else the step holds."""
 
     def __init__(self, q: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
-                 halves: bool = False):
-        """`q` int8 [out, in], `scale` [out, in / 32] or [out, in / 16], as the file holds them."""
+                 halves: bool = False, minimum: torch.Tensor | None = None):
+        """`q` int8 [out, in], `scale` [out, in / 32] or [out, in / 16], and `minimum`
+        [out, in / 32] or None, as the file holds them."""
         super().__init__()
         compiled.require()
         self.rows = q.shape[0]
         if halves and scale.shape[1] * int8_matmul.BLOCK == q.shape[1]:
             scale = scale.repeat_interleave(int8_matmul.HALVES, dim=1)
         packed, scale = int8_matmul.pack(q, scale)
-        int8_matmul.check_blocks(packed, scale, self.rows)
+        if minimum is not None:
+            minimum = int8_matmul.pack_per_block(minimum)
+        int8_matmul.check_blocks(packed, scale, self.rows, minimum)
         self.register_buffer("packed", packed)
         self.register_buffer("scale", scale)
-        self.minimum = None  # (a 4-bit block layer's third field: none here)
+        self.register_buffer("minimum", minimum)  # (None: a buffer that is not there)
         self.bias = frozen_copy(bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = int8_matmul.matmul(x.reshape(-1, x.shape[-1]), self.packed, self.scale, self.rows)
+        y = int8_matmul.matmul(x.reshape(-1, x.shape[-1]), self.packed, self.scale, self.rows,
+                               minimums=self.minimum)
         y = y.view(*x.shape[:-1], y.shape[-1]).to(x.dtype)
         return y if self.bias is None else y + self.bias
 
     def dequantized(self) -> torch.Tensor:
         q = int8_matmul.unpack(self.packed, self.rows).float()
         scale = int8_matmul.per_row(self.scale, self.rows)
-        return (q.reshape(self.rows, scale.shape[1], -1) * scale[..., None]).reshape(self.rows, -1)
+        scaled = (q.reshape(self.rows, scale.shape[1], -1) * scale[..., None]).reshape(self.rows, -1,
+                                                                                        int8_matmul.BLOCK)
+        if self.minimum is not None:
+            scaled = scaled + int8_matmul.per_row(self.minimum, self.rows)[..., None]
+        return scaled.reshape(self.rows, -1)
 
 
 class Int8BlockHead(Int8BlockLinear):
@@ -228,7 +239,7 @@ class Int8BlockHead(Int8BlockLinear):
 
     def lookup(self, ids: torch.Tensor) -> torch.Tensor:
         """Rows `ids` of the weights in float32, exactly as the file's blocks give them."""
-        return int8_matmul.lookup(self.packed, self.scale, ids)
+        return int8_matmul.lookup(self.packed, self.scale, ids, self.minimum)
 
 
 class Int8BlockEmbedding(nn.Module):
@@ -369,14 +380,15 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
     head = stored.get("lm_head")
     if mode == NATIVE and _int8_blocks(head) and model.embed.weight.device.type == "cpu":
         tied = model.lm_head is None
-        model.lm_head = Int8BlockHead(torch.from_numpy(head.q), torch.from_numpy(head.scale))
+        model.lm_head = Int8BlockHead(torch.from_numpy(head.q), torch.from_numpy(head.scale),
+                                      minimum=None if head.minimum is None else torch.from_numpy(head.minimum))
         if tied:
             model.embed = Int8BlockEmbedding(model.lm_head)
 
 
 def _int8_blocks(blocks) -> bool:
-    """Whether stored blocks are 8-bit (a scale, no minimum)."""
-    return blocks is not None and not hasattr(blocks, "parts") and getattr(blocks, "minimum", None) is None
+    """Whether stored blocks are int8 values (`gguf_weights.Int8Blocks`)."""
+    return blocks is not None and getattr(blocks, "bits", None) == 8
 
 
 class SplitLinear(nn.Module):
@@ -404,7 +416,9 @@ def _cpu_block_layer(blocks, bias: torch.Tensor | None, rows: int, cols: int) ->
         parts = [_cpu_block_layer(part, None, part.q.shape[0], cols) for part in blocks.parts]
         return None if None in parts else SplitLinear(parts, bias)
     if _int8_blocks(blocks):
-        return Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale), bias, halves=True)
+        minimum = None if blocks.minimum is None else torch.from_numpy(blocks.minimum)
+        return Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale), bias, halves=True,
+                               minimum=minimum)
     if int4_matmul.fits_shape(rows, cols):
         return Int4BlockLinear(*(torch.from_numpy(getattr(blocks, f)) for f in ("q", "scale", "minimum")), bias)
     return None
