@@ -1,7 +1,8 @@
 """Steps on CPU in one C call: every decoder layer of a model whose projections are all
 block layers as a GGUF file stores them (`quantization.Int4BlockLinear`: the embedded
-model run natively; `Int8BlockLinear`: Q3_K, Q5_0, Q5_1, Q5_K, Q6_K and Q8_0), for any
-step -- decodes, prompt chunks and jump-forward spans alike.
+model run natively; `Int8BlockLinear`: Q3_K, Q5_0, Q5_1, Q5_K, Q6_K and Q8_0; a
+`SplitLinear` of those, as K-quant mixes give q, k and v), for any step -- decodes,
+prompt chunks and jump-forward spans alike.
 
 On a 2-core CPU the embedded model's per-op decode step spent about 40% of its time in
 the interpreter and in torch's dispatch between the kernels (a few microseconds of
@@ -20,9 +21,9 @@ from types import ModuleType
 
 import torch
 
-from structgen.engine.kernels import attention_torch, int8_matmul
+from structgen.engine.kernels import attention_torch, int4_matmul, int8_matmul
 from structgen.engine.models.llama import LlamaForCausalLM
-from structgen.engine.models.quantization import Int4BlockLinear, Int8BlockLinear
+from structgen.engine.models.quantization import Int4BlockLinear, Int8BlockLinear, SplitLinear
 
 from structgen.engine.kernels.compiled import cpu_kernels  # None where not built: torch's path runs
 
@@ -87,22 +88,27 @@ def fits_model(model: LlamaForCausalLM, kv_caches, backend: ModuleType) -> bool:
 
 def _fused_projection(projection) -> bool:
     """Whether the C step runs this projection."""
+    if isinstance(projection, SplitLinear):
+        return (projection.bias is None and len(projection.parts) <= cpu_kernels.PROJECTION_PARTS
+                and all(_fused_projection(part) for part in projection.parts))
     if isinstance(projection, Int8BlockLinear):
         return projection.bias is None and int8_matmul.halves_of(projection.packed, projection.scale) == 2
     return isinstance(projection, Int4BlockLinear) and projection.bias is None
 
 
 def layer_tensors(layer) -> list[torch.Tensor | int | None]:
-    """One layer's tensors in the order of fused_layers.h's weight table, with each
-    projection's bits after its tensors (None for an 8-bit projection with no minimums:
-    address 0)."""
-    row = [layer.input_norm]
+    """One layer's row of fused_layers.h's weight table: its norms, then each projection's
+    parts (one, or a SplitLinear's), each as its tensors (None for no minimums: address
+    0), its bits and its rows, and a part of 0 rows after the last."""
+    row = [layer.input_norm, layer.post_attn_norm]
     for name in PROJECTIONS:
         projection = layer.get_submodule(name)
-        if name == "mlp.gate_up":
-            row.append(layer.post_attn_norm)
-        row += [projection.packed, projection.scale, projection.minimum,
-                8 if isinstance(projection, Int8BlockLinear) else 4]
+        parts = list(projection.parts) if isinstance(projection, SplitLinear) else [projection]
+        for part in parts:
+            eight_bit = isinstance(part, Int8BlockLinear)
+            rows = part.rows if eight_bit else part.packed.shape[0] * int4_matmul.GROUP_ROWS
+            row += [part.packed, part.scale, part.minimum, 8 if eight_bit else 4, rows]
+        row += [None] * (cpu_kernels.PART_FIELDS * (cpu_kernels.PROJECTION_PARTS - len(parts)))
     assert len(row) == cpu_kernels.LAYER_FIELDS
     return row
 

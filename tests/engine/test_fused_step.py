@@ -14,7 +14,7 @@ from structgen.engine import Engine, SamplingParams
 from structgen.engine.fused_step import FusedStep, fits_model
 from structgen.engine.kernels import attention_torch
 from structgen.engine.models import gguf_weights
-from structgen.engine.models.quantization import Int4BlockLinear, Int8BlockLinear, quantize_model
+from structgen.engine.models.quantization import Int4BlockLinear, Int8BlockLinear, SplitLinear, quantize_model
 from tests.engine.tiny_models import TINY_SMOLLM_SHAPE
 
 PARAMS = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True, logprobs=5)
@@ -30,12 +30,19 @@ def int8_blocks(rng, rows: int, cols: int, group: int, minimums: bool = False) -
     return gguf_weights.Int8Blocks(rng.integers(0, 32, (rows, cols), dtype=np.int8), scale, minimum)
 
 
+def int4_blocks(rng, rows: int, cols: int) -> gguf_weights.Int4Blocks:
+    """Random 4-bit values with a scale and a minimum per 32 weights."""
+    scale = rng.uniform(0.005, 0.05, (rows, cols // 32)).astype(np.float32)
+    return gguf_weights.Int4Blocks(rng.integers(0, 16, (rows, cols), dtype=np.uint8), scale,
+                                   (-8 * scale + rng.normal(0, 0.01, scale.shape)).astype(np.float32))
+
+
 def native_tiny_engine(seed: int = 0, mixed: bool = False, **options) -> Engine:
     """A random model of the embedded model's architecture whose projections are random
     4-bit blocks -- or, `mixed`, some 4-bit, some 8-bit with a scale per 32 (Q8_0, Q5_0),
-    some with one per 16 (Q6_K), and some with a minimum per 32 too (Q5_K), as in Q4_K_M
-    and Q5_K_M files -- with the fused path built for it (`options`: more EngineConfig
-    fields)."""
+    some with one per 16 (Q6_K), some with a minimum per 32 too (Q5_K), and one q/k/v
+    projection of 4-bit q and k beside an 8-bit v (a SplitLinear), as in K-quant files --
+    with the fused path built for it (`options`: more EngineConfig fields)."""
     engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="float", kv_cache_bytes=4 << 20,
                     **options)
     rng = np.random.default_rng(seed)
@@ -43,13 +50,16 @@ def native_tiny_engine(seed: int = 0, mixed: bool = False, **options) -> Engine:
     for index, (name, module) in enumerate(engine.model.named_modules()):
         if name.endswith(("attn.qkv", "attn.o", "mlp.gate_up", "mlp.down")):
             rows, cols = module.weight.shape
+            if mixed and name == "layers.1.attn.qkv":
+                v_rows = engine.model.config.num_kv_heads * engine.model.config.head_dim
+                stored[name] = gguf_weights.SplitBlocks([int4_blocks(rng, rows - v_rows, cols),
+                                                         int8_blocks(rng, v_rows, cols, 16)])
+                continue
             if mixed and index % 3:
                 group = 16 if index % 3 == 1 else 32
                 stored[name] = int8_blocks(rng, rows, cols, group, minimums=group == 32 and index % 2 == 1)
                 continue
-            scale = rng.uniform(0.005, 0.05, (rows, cols // 32)).astype(np.float32)
-            stored[name] = gguf_weights.Int4Blocks(rng.integers(0, 16, (rows, cols), dtype=np.uint8), scale,
-                                                   (-8 * scale + rng.normal(0, 0.01, scale.shape)).astype(np.float32))
+            stored[name] = int4_blocks(rng, rows, cols)
     quantize_model(engine.model, "native", stored=stored)
     engine.runner.fused_step = FusedStep.of(engine.model, engine.runner.kv_caches, engine.runner.backend)
     assert engine.runner.fused_step is not None
@@ -73,7 +83,7 @@ def with_and_without_fusion(engine: Engine, prompts, params=PARAMS, between=lamb
 def test_steps_give_the_per_op_paths_tokens_and_logprobs_bit_for_bit(mixed):
     engine = native_tiny_engine(mixed=mixed)
     kinds = {type(layer.get_submodule(name)) for layer in engine.model.layers for name in ("attn.qkv", "mlp.down")}
-    assert kinds == ({Int4BlockLinear, Int8BlockLinear} if mixed else {Int4BlockLinear})
+    assert kinds == ({Int4BlockLinear, Int8BlockLinear, SplitLinear} if mixed else {Int4BlockLinear})
     prompts = [list(range(5, 5 + n)) for n in (3, 17, 40, 9)]  # contexts of different lengths and blocks
     fused, per_op = with_and_without_fusion(engine, prompts)
     for a, b in zip(fused, per_op):
@@ -161,6 +171,16 @@ def test_models_it_cannot_run_are_left_to_the_per_op_path():
     layer.mlp.down = Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale))  # a scale per 32
     assert not fits_model(model, caches, attention_torch)
     layer.mlp.down = Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale), halves=True)
+    assert fits_model(model, caches, attention_torch)
+    whole = layer.mlp.down
+    layer.mlp.down = SplitLinear([whole.parts[0] if hasattr(whole, "parts") else whole], None)
+    assert fits_model(model, caches, attention_torch)  # one part
+    rows = model.config.hidden_size // 4
+    quarters = [Int8BlockLinear(torch.from_numpy(blocks.q[i * rows:(i + 1) * rows]),
+                                torch.from_numpy(blocks.scale[i * rows:(i + 1) * rows]), halves=True) for i in range(4)]
+    layer.mlp.down = SplitLinear(quarters, None)
+    assert not fits_model(model, caches, attention_torch)  # more parts than the table holds
+    layer.mlp.down = whole
     assert fits_model(model, caches, attention_torch)
     float_engine = Engine(TINY_SMOLLM_SHAPE, load_format="dummy", quantization="float", kv_cache_bytes=1 << 20)
     assert not fits_model(float_engine.model, float_engine.runner.kv_caches, attention_torch)

@@ -25,11 +25,12 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uintptr_t
 
 cdef extern from "int8_rows.h":
     int c_int8_rows "int8_rows"(const int8_t *packed, const float *scale, const float *minimum, const float *x,
-                                float *out, int64_t rows, int64_t k, int64_t n, int portable, int halves) nogil
+                                float *out, int64_t rows, int64_t k, int64_t n, int64_t ldo, int portable,
+                                int halves) nogil
 
 cdef extern from "int4_rows.h":
     int c_int4_rows "int4_rows"(const uint8_t *packed, const float *scale, const float *minimum, const float *x,
-                                float *out, int64_t rows, int64_t k, int64_t n, int portable) nogil
+                                float *out, int64_t rows, int64_t k, int64_t n, int64_t ldo, int portable) nogil
 
 cdef extern from "sample_rows.h":
     int c_sample_rows "sample_rows"(const float *logits, int64_t n, int64_t vocab, int64_t ld, const float *largest,
@@ -65,13 +66,15 @@ cdef extern from "fused_layers.h":
         int64_t layers, hidden, heads, kv_heads, dim, intermediate, block_size, table_width, kv_half
         double eps
         float scale
-    int FUSED_FIELDS
+    int FUSED_FIELDS, FUSED_PARTS, FUSED_PART_FIELDS
     int c_fused_layers "fused_layers"(
         const int64_t *weights, const int64_t *caches, const float *final_norm, const fused_shape *shape,
         const float *x, const float *cos, const float *signed_sin, const int64_t *slots, const int32_t *block_tables,
         const int32_t *seq_lens, float *out, int64_t n) nogil
 
-LAYER_FIELDS = FUSED_FIELDS  # addresses per layer in fused_layers' weight table
+LAYER_FIELDS = FUSED_FIELDS  # entries per layer in fused_layers' weight table
+PROJECTION_PARTS = FUSED_PARTS  # runs of rows a projection may have, each its own block layer
+PART_FIELDS = FUSED_PART_FIELDS  # entries per part: packed, scales, minimums, bits, rows
 
 
 def matmul_rows(uintptr_t packed, uintptr_t scale, uintptr_t x, uintptr_t out, int64_t rows, int64_t k, int64_t n,
@@ -84,7 +87,7 @@ def matmul_rows(uintptr_t packed, uintptr_t scale, uintptr_t x, uintptr_t out, i
     cdef int status
     with nogil:
         status = c_int8_rows(<const int8_t *>packed, <const float *>scale, <const float *>minimum,
-                             <const float *>x, <float *>out, rows, k, n, portable, halves)
+                             <const float *>x, <float *>out, rows, k, n, rows, portable, halves)
     if status != 0:
         raise MemoryError("int8 matmul: no memory for the quantized activations")
 
@@ -96,7 +99,7 @@ def int4_matmul_rows(uintptr_t packed, uintptr_t scale, uintptr_t minimum, uintp
     cdef int status
     with nogil:
         status = c_int4_rows(<const uint8_t *>packed, <const float *>scale, <const float *>minimum,
-                             <const float *>x, <float *>out, rows, k, n, portable)
+                             <const float *>x, <float *>out, rows, k, n, rows, portable)
     if status != 0:
         raise MemoryError("int4 matmul: no memory for the quantized activations")
 

@@ -3,8 +3,9 @@
  * of k and v in the paged cache, attention, the output projection, the second norm, the
  * fused gate/up projection, SiLU-gating and the down projection; then the final norm.
  * Each projection is 4-bit block weights (int4_rows.h) or 8-bit ones with a scale per half
- * block and, where the file has them, a minimum per block (int8_rows.h); the model has no
- * biases and no q/k norms. Each row is one new
+ * block and, where the file has them, a minimum per block (int8_rows.h), or runs of rows
+ * of either kind side by side (4-bit q and k beside an 8-bit v); the model has no biases
+ * and no q/k norms. Each row is one new
  * token -- a decode, a prompt chunk's token or one of a jump-forward span -- with its own
  * block table and the number of positions it attends to (attention_rows.h), so one call
  * runs any step.
@@ -29,14 +30,16 @@
 #include "rope_and_cache.h"
 #include "silu_mul_rows.h"
 
-/* One layer's weights, as addresses: the norms' float32 vectors, and for each projection
- * its packed weights, scales, minimums and bits: 4 (int4_rows.h), or 8 (int8_rows.h: two
- * scales per block, and minimums or 0 for none). The bits are a number, not an address. */
-enum fused_layer_field {
-    FUSED_INPUT_NORM, FUSED_QKV, FUSED_QKV_SCALE, FUSED_QKV_MIN, FUSED_QKV_BITS, FUSED_O, FUSED_O_SCALE,
-    FUSED_O_MIN, FUSED_O_BITS, FUSED_POST_NORM, FUSED_GATE_UP, FUSED_GATE_UP_SCALE, FUSED_GATE_UP_MIN,
-    FUSED_GATE_UP_BITS, FUSED_DOWN, FUSED_DOWN_SCALE, FUSED_DOWN_MIN, FUSED_DOWN_BITS, FUSED_FIELDS
-};
+/* One layer's row of the weight table: the norms' float32 vectors (addresses), then each
+ * projection in turn as FUSED_PARTS parts, runs of its rows in order: a part's packed
+ * weights, scales and minimums (addresses), its bits, 4 (int4_rows.h) or 8 (int8_rows.h:
+ * two scales per block, minimums or 0 for none), and its rows (numbers); a projection of
+ * fewer parts ends with a part of 0 rows. */
+enum fused_layer_field { FUSED_INPUT_NORM, FUSED_POST_NORM, FUSED_FIRST_PART };
+enum fused_projection { FUSED_QKV, FUSED_O, FUSED_GATE_UP, FUSED_DOWN, FUSED_PROJECTIONS };
+enum fused_part_field { FUSED_PACKED, FUSED_SCALE, FUSED_MIN, FUSED_BITS, FUSED_ROWS, FUSED_PART_FIELDS };
+#define FUSED_PARTS 3
+#define FUSED_FIELDS (FUSED_FIRST_PART + FUSED_PROJECTIONS * FUSED_PARTS * FUSED_PART_FIELDS)
 
 typedef struct {
     int64_t layers, hidden, heads, kv_heads, dim, intermediate;
@@ -47,16 +50,26 @@ typedef struct {
 
 #define FUSED_FIELD(layer, field) ((const void *)(uintptr_t)weights[(layer) * FUSED_FIELDS + (field)])
 
-/* out [n, rows] = x [n, k] @ the weights [rows, k].T of the projection whose packed
- * weights are field `field` of the layer's row (its scales, minimums and bits the next
- * three). */
-static int fused_projection(const int64_t *weights, int64_t layer, int field, const float *x, float *out,
+/* out [n, rows] = x [n, k] @ the weights [rows, k].T of a layer's projection, each part
+ * filling its own run of out's columns. */
+static int fused_projection(const int64_t *weights, int64_t layer, int projection, const float *x, float *out,
                             int64_t rows, int64_t k, int64_t n) {
-    const void *packed = FUSED_FIELD(layer, field), *scale = FUSED_FIELD(layer, field + 1);
-    const void *minimum = FUSED_FIELD(layer, field + 2);
-    int64_t bits = weights[layer * FUSED_FIELDS + field + 3];
-    if (bits == 8) return int8_rows(packed, scale, minimum, x, out, rows, k, n, 0, 2);
-    return int4_rows(packed, scale, minimum, x, out, rows, k, n, 0);
+    int status = 0;
+    int64_t done = 0;
+    for (int part = 0; part < FUSED_PARTS; part++) {
+        int at = FUSED_FIRST_PART + (projection * FUSED_PARTS + part) * FUSED_PART_FIELDS;
+        const void *packed = FUSED_FIELD(layer, at + FUSED_PACKED), *scale = FUSED_FIELD(layer, at + FUSED_SCALE);
+        const void *minimum = FUSED_FIELD(layer, at + FUSED_MIN);
+        int64_t bits = weights[layer * FUSED_FIELDS + at + FUSED_BITS];
+        int64_t part_rows = weights[layer * FUSED_FIELDS + at + FUSED_ROWS];
+        if (part_rows == 0) break;
+        if (bits == 8)
+            status |= int8_rows(packed, scale, minimum, x, out + done, part_rows, k, n, rows, 0, 2);
+        else
+            status |= int4_rows(packed, scale, minimum, x, out + done, part_rows, k, n, rows, 0);
+        done += part_rows;
+    }
+    return status;
 }
 
 /* out [n, hidden] = the final norm of the last layer's output, from embeddings x [n, hidden]

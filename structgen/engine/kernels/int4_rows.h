@@ -149,7 +149,8 @@ static void int4_rows_range(const uint8_t *packed, const float *scale, const flo
     int4_rows_portable(packed, scale, minimum, qx, dx, sx, out, begin, end, k, n, ldo);
 }
 
-/* out [n, rows] = x [n, k] @ w [rows, k].T (rows a multiple of 8), over the OpenMP
+/* out [n, rows] = x [n, k] @ w [rows, k].T (rows a multiple of 8; out's rows `ldo`
+ * floats apart, so that several layers may fill one output side by side), over the OpenMP
  * threads (torch's own pool, where the extension is built with OpenMP) when the product
  * is large enough. The activation rows go in tiles that stay in a core's cache while
  * every weight row passes them (without tiles a long prefill re-read all its activations
@@ -159,7 +160,7 @@ static void int4_rows_range(const uint8_t *packed, const float *scale, const flo
  * chunks of one broke the rows' memory streams, 30% slower at one request). Returns -1
  * when the activations' scratch cannot be allocated. */
 static int int4_rows(const uint8_t *packed, const float *scale, const float *minimum, const float *x, float *out,
-                     int64_t rows, int64_t k, int64_t n, int portable) {
+                     int64_t rows, int64_t k, int64_t n, int64_t ldo, int portable) {
     int64_t blocks = k / INT4_ROWS_BLOCK;
     int8_t *qx = (int8_t *)malloc((size_t)(n * k) + 2 * sizeof(float) * (size_t)(n * blocks));
     if (qx == NULL) return -1;
@@ -173,7 +174,7 @@ static int int4_rows(const uint8_t *packed, const float *scale, const float *min
         for (int64_t c = 0; c < chunks; c++) {
             int64_t begin = c * INT4_ROWS_CHUNK, end = begin + INT4_ROWS_CHUNK < groups ? begin + INT4_ROWS_CHUNK : groups;
             int4_rows_range(packed, scale, minimum, qx + first * k, dx + first * blocks, sx + first * blocks,
-                            out + first * rows, begin, end, k, tile, rows, portable);
+                            out + first * ldo, begin, end, k, tile, ldo, portable);
         }
     }
     free(qx);

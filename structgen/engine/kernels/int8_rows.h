@@ -169,14 +169,14 @@ static void int8_rows_range(const int8_t *packed, const float *scale, const floa
 }
 
 /* out [n, rows] = x [n, k] @ w [rows, k].T (`halves`: scales per block, 1 or 2;
- * `minimum`: a minimum per block, or NULL for none), over
+ * `minimum`: a minimum per block, or NULL for none; out's rows `ldo` floats apart), over
  * the OpenMP threads (torch's own pool, where the extension is built with OpenMP) when the
  * product is large enough, each taking whole chunks of groups. The activation rows go in tiles that stay in a core's
  * cache while every weight row passes them; within a tile a group's weights stay in L1
  * while its activation rows pass them. Returns -1 when the activations' scratch cannot
  * be allocated. */
 static int int8_rows(const int8_t *packed, const float *scale, const float *minimum, const float *x, float *out,
-                     int64_t rows, int64_t k, int64_t n, int portable, int halves) {
+                     int64_t rows, int64_t k, int64_t n, int64_t ldo, int portable, int halves) {
     int64_t blocks = k / INT8_ROWS_BLOCK;
     int8_t *qx = (int8_t *)malloc((size_t)(n * k) + 2 * sizeof(float) * (size_t)(n * blocks));
     if (qx == NULL) return -1;
@@ -191,7 +191,7 @@ static int int8_rows(const int8_t *packed, const float *scale, const float *mini
         for (int64_t c = 0; c < chunks; c++) {
             int64_t begin = c * INT8_ROWS_CHUNK, end = begin + INT8_ROWS_CHUNK < groups ? begin + INT8_ROWS_CHUNK : groups;
             int8_rows_range(packed, scale, minimum, qx + first * k, dx + first * blocks, sx + first * blocks,
-                            out + first * rows, begin, end, rows, k, tile, rows, portable, halves);
+                            out + first * ldo, begin, end, rows, k, tile, ldo, portable, halves);
         }
     }
     free(qx);

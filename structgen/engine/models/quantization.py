@@ -393,8 +393,8 @@ def _int8_blocks(blocks) -> bool:
 
 class SplitLinear(nn.Module):
     """A fused layer whose runs of rows a file stores in different forms (4-bit q and k
-    beside an 8-bit v), each run its own block layer; the outputs side by side. The
-    one-call step does not take it: a model with one runs op by op."""
+    beside an 8-bit v), each run its own block layer; the outputs side by side (the
+    one-call step runs each part into its own columns the same way)."""
 
     def __init__(self, parts: list[nn.Module], bias: torch.Tensor | None):
         super().__init__()
