@@ -91,23 +91,23 @@ def _fused_projection(projection) -> bool:
     if isinstance(projection, SplitLinear):
         return (projection.bias is None and len(projection.parts) <= cpu_kernels.PROJECTION_PARTS
                 and all(_fused_projection(part) for part in projection.parts))
-    if isinstance(projection, Int8BlockLinear):
-        return projection.bias is None and int8_matmul.halves_of(projection.packed, projection.scale) == 2
-    return isinstance(projection, Int4BlockLinear) and projection.bias is None
+    return isinstance(projection, (Int4BlockLinear, Int8BlockLinear)) and projection.bias is None
 
 
 def layer_tensors(layer) -> list[torch.Tensor | int | None]:
     """One layer's row of fused_layers.h's weight table: its norms, then each projection's
     parts (one, or a SplitLinear's), each as its tensors (None for no minimums: address
-    0), its bits and its rows, and a part of 0 rows after the last."""
+    0), its bits, its rows and its scales per block, and a part of 0 rows after the last."""
     row = [layer.input_norm, layer.post_attn_norm]
     for name in PROJECTIONS:
         projection = layer.get_submodule(name)
         parts = list(projection.parts) if isinstance(projection, SplitLinear) else [projection]
         for part in parts:
-            eight_bit = isinstance(part, Int8BlockLinear)
-            rows = part.rows if eight_bit else part.packed.shape[0] * int4_matmul.GROUP_ROWS
-            row += [part.packed, part.scale, part.minimum, 8 if eight_bit else 4, rows]
+            if isinstance(part, Int8BlockLinear):
+                row += [part.packed, part.scale, part.minimum, 8, part.rows,
+                        int8_matmul.halves_of(part.packed, part.scale)]
+            else:
+                row += [part.packed, part.scale, part.minimum, 4, part.packed.shape[0] * int4_matmul.GROUP_ROWS, 1]
         row += [None] * (cpu_kernels.PART_FIELDS * (cpu_kernels.PROJECTION_PARTS - len(parts)))
     assert len(row) == cpu_kernels.LAYER_FIELDS
     return row

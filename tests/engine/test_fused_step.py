@@ -169,15 +169,13 @@ def test_models_it_cannot_run_are_left_to_the_per_op_path():
     assert fits_model(model, caches, attention_torch)
     blocks = int8_blocks(np.random.default_rng(0), *layer.mlp.down.dequantized().shape, 32)
     layer.mlp.down = Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale))  # a scale per 32
-    assert not fits_model(model, caches, attention_torch)
-    layer.mlp.down = Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale), halves=True)
     assert fits_model(model, caches, attention_torch)
     whole = layer.mlp.down
-    layer.mlp.down = SplitLinear([whole.parts[0] if hasattr(whole, "parts") else whole], None)
+    layer.mlp.down = SplitLinear([whole], None)
     assert fits_model(model, caches, attention_torch)  # one part
     rows = model.config.hidden_size // 4
     quarters = [Int8BlockLinear(torch.from_numpy(blocks.q[i * rows:(i + 1) * rows]),
-                                torch.from_numpy(blocks.scale[i * rows:(i + 1) * rows]), halves=True) for i in range(4)]
+                                torch.from_numpy(blocks.scale[i * rows:(i + 1) * rows])) for i in range(4)]
     layer.mlp.down = SplitLinear(quarters, None)
     assert not fits_model(model, caches, attention_torch)  # more parts than the table holds
     layer.mlp.down = whole

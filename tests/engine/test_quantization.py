@@ -160,20 +160,18 @@ def test_each_gguf_format_decodes_as_ggufs_own_dequantization_bit_for_bit(writte
 @pytest.mark.parametrize("fmt", INT8_FORMATS)
 def test_an_8_bit_gguf_tensor_becomes_a_native_cpu_layer_exactly_as_stored(written_gguf, fmt):
     """Q8_0, Q5_0, Q5_1, Q5_K, Q6_K and Q3_K are held as int8 values with their own scales
-    (Q6_K and Q3_K: one per 16 weights; the others given per 16 as well, each twice, where
-    `halves`) and, for Q5_1 and Q5_K, minimums: the layer's weight is gguf's own
-    dequantization, bit for bit, and it multiplies as that weight does, within its
-    activations' int8 rounding."""
+    (Q6_K and Q3_K: one per 16 weights, the others one per 32) and, for Q5_1 and Q5_K,
+    minimums: the layer's weight is gguf's own dequantization, bit for bit, and it
+    multiplies as that weight does, within its activations' int8 rounding."""
     path, _ = written_gguf
     blocks = gguf_weights.read_tensors(path)[f"t.{fmt}"].decoded()
     assert blocks.scale.shape == (16, 512 // (16 if fmt in HALF_GROUP_FORMATS else 32))
     assert (blocks.minimum is not None) == (fmt in MINIMUM_FORMATS)
     minimum = None if blocks.minimum is None else torch.from_numpy(blocks.minimum)
     expected = torch.from_numpy(blocks.dequantize())
-    for halves in (False, True):
-        layer = quantization.Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale),
-                                             halves=halves, minimum=minimum)
-        assert torch.equal(layer.dequantized(), expected)
+    layer = quantization.Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale),
+                                         minimum=minimum)
+    assert torch.equal(layer.dequantized(), expected)
     x = torch.randn(3, 512, generator=torch.Generator().manual_seed(0))
     exact = x.double() @ expected.double().T
     assert ((layer(x).double() - exact).norm() / exact.norm()) < 0.02

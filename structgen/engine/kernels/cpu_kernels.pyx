@@ -74,7 +74,7 @@ cdef extern from "fused_layers.h":
 
 LAYER_FIELDS = FUSED_FIELDS  # entries per layer in fused_layers' weight table
 PROJECTION_PARTS = FUSED_PARTS  # runs of rows a projection may have, each its own block layer
-PART_FIELDS = FUSED_PART_FIELDS  # entries per part: packed, scales, minimums, bits, rows
+PART_FIELDS = FUSED_PART_FIELDS  # entries per part: packed, scales, minimums, bits, rows, scales per block
 
 
 def matmul_rows(uintptr_t packed, uintptr_t scale, uintptr_t x, uintptr_t out, int64_t rows, int64_t k, int64_t n,

@@ -2,8 +2,8 @@
  * layer, the RMSNorm (with the residual add), the fused q/k/v projection, RoPE, the store
  * of k and v in the paged cache, attention, the output projection, the second norm, the
  * fused gate/up projection, SiLU-gating and the down projection; then the final norm.
- * Each projection is 4-bit block weights (int4_rows.h) or 8-bit ones with a scale per half
- * block and, where the file has them, a minimum per block (int8_rows.h), or runs of rows
+ * Each projection is 4-bit block weights (int4_rows.h) or 8-bit ones with a scale per block
+ * or half block and, where the file has them, a minimum per block (int8_rows.h), or runs of rows
  * of either kind side by side (4-bit q and k beside an 8-bit v); the model has no biases
  * and no q/k norms. Each row is one new
  * token -- a decode, a prompt chunk's token or one of a jump-forward span -- with its own
@@ -33,11 +33,11 @@
 /* One layer's row of the weight table: the norms' float32 vectors (addresses), then each
  * projection in turn as FUSED_PARTS parts, runs of its rows in order: a part's packed
  * weights, scales and minimums (addresses), its bits, 4 (int4_rows.h) or 8 (int8_rows.h:
- * two scales per block, minimums or 0 for none), and its rows (numbers); a projection of
- * fewer parts ends with a part of 0 rows. */
+ * minimums or 0 for none), its rows, and its scales per block of 32 (8-bit: 1 or 2)
+ * (numbers); a projection of fewer parts ends with a part of 0 rows. */
 enum fused_layer_field { FUSED_INPUT_NORM, FUSED_POST_NORM, FUSED_FIRST_PART };
 enum fused_projection { FUSED_QKV, FUSED_O, FUSED_GATE_UP, FUSED_DOWN, FUSED_PROJECTIONS };
-enum fused_part_field { FUSED_PACKED, FUSED_SCALE, FUSED_MIN, FUSED_BITS, FUSED_ROWS, FUSED_PART_FIELDS };
+enum fused_part_field { FUSED_PACKED, FUSED_SCALE, FUSED_MIN, FUSED_BITS, FUSED_ROWS, FUSED_HALVES, FUSED_PART_FIELDS };
 #define FUSED_PARTS 3
 #define FUSED_FIELDS (FUSED_FIRST_PART + FUSED_PROJECTIONS * FUSED_PARTS * FUSED_PART_FIELDS)
 
@@ -62,9 +62,10 @@ static int fused_projection(const int64_t *weights, int64_t layer, int projectio
         const void *minimum = FUSED_FIELD(layer, at + FUSED_MIN);
         int64_t bits = weights[layer * FUSED_FIELDS + at + FUSED_BITS];
         int64_t part_rows = weights[layer * FUSED_FIELDS + at + FUSED_ROWS];
+        int halves = (int)weights[layer * FUSED_FIELDS + at + FUSED_HALVES];
         if (part_rows == 0) break;
         if (bits == 8)
-            status |= int8_rows(packed, scale, minimum, x, out + done, part_rows, k, n, rows, 0, 2);
+            status |= int8_rows(packed, scale, minimum, x, out + done, part_rows, k, n, rows, 0, halves);
         else
             status |= int4_rows(packed, scale, minimum, x, out + done, part_rows, k, n, rows, 0);
         done += part_rows;

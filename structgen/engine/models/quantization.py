@@ -194,19 +194,16 @@ class Int8BlockLinear(nn.Module):
     32), decoded to int8 values (w = q * scale, + minimum), held in
     `kernels.int8_matmul`'s layout and multiplied on CPU by its kernel: the activations
     are quantized to int8 per block of 32 and the products summed in integers, as llama.cpp
-    does (the quality guard measures the cost). `halves`: give the scales per 16 (a scale
-    per 32 twice), as the fused step reads every 8-bit projection. A row's output is the
-    same bits whatever else the step holds."""
+    does (the quality guard measures the cost). A row's output is the same bits whatever
+    else the step holds."""
 
     def __init__(self, q: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
-                 halves: bool = False, minimum: torch.Tensor | None = None):
+                 minimum: torch.Tensor | None = None):
         """`q` int8 [out, in], `scale` [out, in / 32] or [out, in / 16], and `minimum`
         [out, in / 32] or None, as the file holds them."""
         super().__init__()
         compiled.require()
         self.rows = q.shape[0]
-        if halves and scale.shape[1] * int8_matmul.BLOCK == q.shape[1]:
-            scale = scale.repeat_interleave(int8_matmul.HALVES, dim=1)
         packed, scale = int8_matmul.pack(q, scale)
         if minimum is not None:
             minimum = int8_matmul.pack_per_block(minimum)
@@ -417,8 +414,7 @@ def _cpu_block_layer(blocks, bias: torch.Tensor | None, rows: int, cols: int) ->
         return None if None in parts else SplitLinear(parts, bias)
     if _int8_blocks(blocks):
         minimum = None if blocks.minimum is None else torch.from_numpy(blocks.minimum)
-        return Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale), bias, halves=True,
-                               minimum=minimum)
+        return Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale), bias, minimum=minimum)
     if int4_matmul.fits_shape(rows, cols):
         return Int4BlockLinear(*(torch.from_numpy(getattr(blocks, f)) for f in ("q", "scale", "minimum")), bias)
     return None
