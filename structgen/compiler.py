@@ -357,7 +357,8 @@ def compile_json_schema(
     document passes through (the start of each key and value first, then where a
     tokenizer most likely ends a token, then every other byte), so that decoding does
     not stop for them; None: as long as the compile took (more for a large schema, see
-    warmup.WARM_PER_LARGE_COMPILE), within 1-100 ms, and not at every other byte (the
+    warmup.WARM_PER_LARGE_COMPILE), within 1-100 ms, none for a compile under 2 ms
+    (warmup.WARM_FROM_COMPILE_S), and not at every other byte (the
     default); 0 leaves every mask to its first use. Not part of the cache key: a cached
     grammar not warmed yet is warmed by the first call that asks.
     """

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import structgen
+from structgen import warmup
 from structgen.automata.dfa import DEAD
 from structgen.errors import StructgenError
 from tests.paths import GRAMMARS, MASKBENCH
@@ -169,16 +170,23 @@ def test_warm_ignores_offsets_outside_the_data(smollm2_vocab):
     assert grammar.warm(b'{"a": "x"}', [-3, 2, 99], budget_s=5.0) == 1
 
 
-def test_a_given_budget_warms_along_the_example_inside_names_too(smollm2_vocab):
-    """The default, warm_s=None (the compile's own time, 1 ms at least), warms the
-    example's boundaries and the likely token starts; a budget given (warm_s=5) also
-    its other bytes: the state inside a property name, where a token such as `{"tit`
-    ends, has its mask before any decoding. warm_s=0 warms nothing."""
+def test_a_given_budget_warms_along_the_example_inside_names_too(smollm2_vocab, monkeypatch):
+    """The default, warm_s=None, warms nothing for a compile under WARM_FROM_COMPILE_S
+    (set here above any compile's time); above it (set here to 0) it warms the example's
+    boundaries and the likely token starts for the compile's own time, 1 ms at least; a
+    budget given (warm_s=5) also its other bytes: the state inside a property name, where
+    a token such as `{"tit` ends, has its mask before any decoding. warm_s=0 warms
+    nothing."""
     schema = {"type": "object", "properties": {"title": {"type": "string"}, "n": {"type": "integer"}},
               "required": ["title", "n"], "additionalProperties": False}
     structgen.clear_cache()
     assert not structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)._tables
     structgen.clear_cache()
+    monkeypatch.setattr(warmup, "WARM_FROM_COMPILE_S", 10.0)
+    quick = structgen.compile_json_schema(schema, smollm2_vocab)
+    assert quick.stats["warmed_states"] == 0 and not quick._tables
+    structgen.clear_cache()
+    monkeypatch.setattr(warmup, "WARM_FROM_COMPILE_S", 0.0)
     grammar = structgen.compile_json_schema(schema, smollm2_vocab)
     structgen.clear_cache()
     assert grammar.stats["warmed_states"] >= 3 and grammar.stats["warm_s"] > 0
