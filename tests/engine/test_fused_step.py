@@ -1,8 +1,10 @@
 """The one-call step on CPU (structgen.engine.fused_step): for a model whose projections
 are all 4-bit or 8-bit block layers (a GGUF file's Q4 formats; Q3_K, Q5_0, Q5_1, Q5_K,
-Q6_K, Q8_0), every step -- prefills, decodes, both at once -- runs every layer in C and gives the per-op path's tokens and logprobs bit for bit, the cache
-included (a later step reads what the fused one wrote); a prompt's logits do not depend
-on what it is batched with or how it is chunked; other models take the per-op path."""
+Q6_K, Q8_0; runs of both in one projection), every step -- prefills, decodes, both at
+once -- runs every layer in C and gives the per-op path's tokens and logprobs bit for
+bit, the cache included (a later step reads what the fused one wrote); a prompt's logits
+do not depend on what it is batched with or how it is chunked; other models take the
+per-op path."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 a model whose GGUF file stores them in Q8_0, Q5_0 (a scale per block of 32), Q6_K or Q3_K
 (a scale per half block of 16), or Q5_1 or Q5_K (a scale and a minimum per block): the
 activations are quantized to int8 per block of 32 and the products summed in integers.
-Its result is that computation's, up to float32 rounding; it is the float matmul's within what rounding the activations can move it; and
-it is the same bits on the AVX2 path and the portable one, for a row alone or beside
-others, on one thread or two."""
+Its result is that computation's, up to float32 rounding; it is the float matmul's
+within what rounding the activations can move it; and it is the same bits on the AVX2
+path and the portable one, for a row alone or beside others, on one thread or two."""
 
 from __future__ import annotations
 
