@@ -111,10 +111,24 @@ def headline_engine(results_dir: Path) -> list[str]:
     quantized, quality = data.get("quantized"), read_results(Path(results_dir) / "quality.json")
     if quantized and quality:
         lines += ["Weight quantization (`native`, the embedded model's default on CPU: the GGUF file's own "
-                  "layers) against llama.cpp on the same file:", quantized_table(quantized),
+                  f"layers) against llama.cpp on the same file{k_quants_clause(data)}:", quantized_table(quantized),
                   "Quality guard, each mode against float (perplexity ratio, greedy agreement): "
                   + quality_line(quality) + "."]
     return lines
+
+
+def k_quants_clause(data: dict) -> str:
+    """ (and on llama.cpp's own Q3_K_M, ... of it, native free: 1.09x, ...), from the
+    quantized_<type> results, or "" when there are none."""
+    kinds = sorted(key for key in data if key.startswith("quantized_"))
+    if not kinds:
+        return ""
+    ratios = []
+    for key in kinds:
+        runs = data[key]["tok_s"]["free"]
+        ratios.append(times(median(runs["native"]) / median(runs["llama.cpp"])))
+    names = ", ".join(key.removeprefix("quantized_") for key in kinds)
+    return f" (and on llama.cpp's own {names} of it, native free: {', '.join(ratios)})"
 
 
 def quality_line(quality: dict) -> str:
