@@ -128,6 +128,22 @@ def random_blocks(fmt: str, rows: int, cols: int, rng) -> np.ndarray:
     return data.reshape(rows, -1)
 
 
+def written_layers(path, parts: dict[str, tuple[str, int]], seed: int) -> dict[str, np.ndarray]:
+    """A GGUF file at `path` of layer 0's tensors `parts` (GGUF name: format and rows, 256
+    columns of random blocks), written with gguf's own writer; gguf's dequantization of
+    each, by tensor name."""
+    rng = np.random.default_rng(seed)
+    writer = GGUFWriter(str(path), "llama")
+    for name, (fmt, rows) in parts.items():
+        writer.add_tensor(f"blk.0.{name}.weight", random_blocks(fmt, rows, 256, rng),
+                          raw_dtype=GGMLQuantizationType[fmt])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return {name: tensor.dequantize() for name, tensor in gguf_weights.read_tensors(path).items()}
+
+
 @pytest.fixture(scope="module")
 def written_gguf(tmp_path_factory):
     """A GGUF file written with gguf's own writer, one small tensor per format."""
@@ -182,19 +198,9 @@ def test_8_bit_parts_fuse_into_one_layer_and_4_and_8_bit_parts_into_a_split_one(
     scales given per 16 as Q6_K's are (the weights unchanged); gate in Q4_K with up in
     Q8_0 make a SplitBlocks of the two, which the blocks' cache keeps as they are, and
     which native runs as a SplitLinear giving each part's own product."""
-    rng = np.random.default_rng(1)
     path = tmp_path / "mixed.gguf"
-    writer = GGUFWriter(str(path), "llama")
-    parts = {"attn_q": ("Q5_0", 64), "attn_k": ("Q5_0", 32), "attn_v": ("Q6_K", 32),
-             "ffn_gate": ("Q4_K", 64), "ffn_up": ("Q8_0", 64)}
-    for name, (fmt, rows) in parts.items():
-        writer.add_tensor(f"blk.0.{name}.weight", random_blocks(fmt, rows, 256, rng),
-                          raw_dtype=GGMLQuantizationType[fmt])
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    tensors = {name: tensor.dequantize() for name, tensor in gguf_weights.read_tensors(path).items()}
+    tensors = written_layers(path, {"attn_q": ("Q5_0", 64), "attn_k": ("Q5_0", 32), "attn_v": ("Q6_K", 32),
+                                    "ffn_gate": ("Q4_K", 64), "ffn_up": ("Q8_0", 64)}, seed=1)
     stored = gguf_weights.stored_linears(path, num_heads=2, num_kv_heads=1, cache=tmp_path / "blocks.safetensors")
     qkv, gate_up = stored["layers.0.attn.qkv"], stored["layers.0.mlp.gate_up"]
     assert isinstance(qkv, gguf_weights.Int8Blocks) and qkv.scale.shape == (128, 256 // 16)
@@ -226,18 +232,9 @@ def test_parts_with_and_without_minimums_fuse_into_one_int8_layer(tmp_path):
     scale per 16) make one int8 layer with scales per 16 and minimums (v's zero), equal
     to gguf's dequantization through the blocks' cache too; native runs it as one
     Int8BlockLinear. A Q3_K down projection is one too."""
-    rng = np.random.default_rng(2)
     path = tmp_path / "q5_k_m.gguf"
-    writer = GGUFWriter(str(path), "llama")
-    parts = {"attn_q": ("Q5_K", 64), "attn_k": ("Q5_K", 32), "attn_v": ("Q6_K", 32), "ffn_down": ("Q3_K", 64)}
-    for name, (fmt, rows) in parts.items():
-        writer.add_tensor(f"blk.0.{name}.weight", random_blocks(fmt, rows, 256, rng),
-                          raw_dtype=GGMLQuantizationType[fmt])
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    tensors = {name: tensor.dequantize() for name, tensor in gguf_weights.read_tensors(path).items()}
+    tensors = written_layers(path, {"attn_q": ("Q5_K", 64), "attn_k": ("Q5_K", 32), "attn_v": ("Q6_K", 32),
+                                    "ffn_down": ("Q3_K", 64)}, seed=2)
     expected_qkv = np.concatenate([tensors["blk.0.attn_q.weight"][gguf_weights.unpermute_rows(64, 2)],
                                    tensors["blk.0.attn_k.weight"][gguf_weights.unpermute_rows(32, 1)],
                                    tensors["blk.0.attn_v.weight"]])
