@@ -75,6 +75,9 @@ def warm_json(grammar, budget_s: float | None, timeout_s: float) -> None:
         if compile_s < WARM_FROM_COMPILE_S:
             budget_s = 0.0
     budget_s = min(budget_s, max(0.0, timeout_s - compile_s))  # the compile's own limit
+    if budget_s <= 0:  # nothing to warm: not even the example is worth making
+        grammar.stats.update(warm_s=0.0, warmed_states=0)
+        return
     t0 = time.perf_counter()
     with background.busy():
         example = grammar.example()
