@@ -17,8 +17,8 @@ or the device cannot run (`QuantizationError`, naming the layer or the capabilit
   integers, their activations quantized to int8 per block of 32, as llama.cpp does: the
   4-bit layers (Q4_0, Q4_1, Q4_K) as `Int4BlockLinear`s, the others (Q3_K, Q5_0, Q5_1,
   Q5_K, Q6_K, Q8_0, as int8 values) as `Int8BlockLinear`s, an LM head so stored too
-  (`Int8BlockHead`). On a GPU the 4-bit
-  layers are `Int4Linear`s and the 8-bit ones `Int8Linear`s (requantized per row).
+  (`Int8BlockHead`). On a GPU the 4-bit layers are `Int4Linear`s and the 8-bit ones
+  `Int8Linear`s (requantized per row).
 - None or "float": none; the weights stay in the engine's dtype.
 - "auto" (the default): "native" for the embedded default model on CPU, where it decodes
   several times faster than float and the quality guard finds it within 3% of float's
@@ -213,6 +213,12 @@ class Int8BlockLinear(nn.Module):
         self.register_buffer("minimum", minimum)  # (None: a buffer that is not there)
         self.bias = frozen_copy(bias)
 
+    @classmethod
+    def of_blocks(cls, blocks, bias: torch.Tensor | None = None):
+        """The layer of stored `gguf_weights.Int8Blocks` (q, scale, minimum or None)."""
+        minimum = None if blocks.minimum is None else torch.from_numpy(blocks.minimum)
+        return cls(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale), bias, minimum=minimum)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = int8_matmul.matmul(x.reshape(-1, x.shape[-1]), self.packed, self.scale, self.rows,
                                minimums=self.minimum)
@@ -220,13 +226,7 @@ class Int8BlockLinear(nn.Module):
         return y if self.bias is None else y + self.bias
 
     def dequantized(self) -> torch.Tensor:
-        q = int8_matmul.unpack(self.packed, self.rows).float()
-        scale = int8_matmul.per_row(self.scale, self.rows)
-        scaled = (q.reshape(self.rows, scale.shape[1], -1) * scale[..., None]).reshape(self.rows, -1,
-                                                                                        int8_matmul.BLOCK)
-        if self.minimum is not None:
-            scaled = scaled + int8_matmul.per_row(self.minimum, self.rows)[..., None]
-        return scaled.reshape(self.rows, -1)
+        return int8_matmul.lookup(self.packed, self.scale, torch.arange(self.rows), self.minimum)
 
 
 class Int8BlockHead(Int8BlockLinear):
@@ -377,8 +377,7 @@ def quantize_model(model: nn.Module, mode: str | None, group_size: int = DEFAULT
     head = stored.get("lm_head")
     if mode == NATIVE and _int8_blocks(head) and model.embed.weight.device.type == "cpu":
         tied = model.lm_head is None
-        model.lm_head = Int8BlockHead(torch.from_numpy(head.q), torch.from_numpy(head.scale),
-                                      minimum=None if head.minimum is None else torch.from_numpy(head.minimum))
+        model.lm_head = Int8BlockHead.of_blocks(head)
         if tied:
             model.embed = Int8BlockEmbedding(model.lm_head)
 
@@ -413,8 +412,7 @@ def _cpu_block_layer(blocks, bias: torch.Tensor | None, rows: int, cols: int) ->
         parts = [_cpu_block_layer(part, None, part.q.shape[0], cols) for part in blocks.parts]
         return None if None in parts else SplitLinear(parts, bias)
     if _int8_blocks(blocks):
-        minimum = None if blocks.minimum is None else torch.from_numpy(blocks.minimum)
-        return Int8BlockLinear(torch.from_numpy(blocks.q), torch.from_numpy(blocks.scale), bias, minimum=minimum)
+        return Int8BlockLinear.of_blocks(blocks, bias)
     if int4_matmul.fits_shape(rows, cols):
         return Int4BlockLinear(*(torch.from_numpy(getattr(blocks, f)) for f in ("q", "scale", "minimum")), bias)
     return None
