@@ -1,6 +1,6 @@
 """structgen on Ray Serve: one OpenAI-compatible endpoint over N engine replicas.
 
-    request -> Ray's HTTP proxy -> ingress.py (the same Guard; a Route from routes.py)
+    request -> HAProxy (Ray Serve's) -> ingress.py (the same Guard; a Route from routes.py)
             -> router.py (a Ray RequestRouter: the replica that holds the grammar warm)
             -> replica.py (one engine; the request replayed through server.app, forwarding.py)
 

@@ -1,8 +1,9 @@
 """`structgen serve --replicas N`: a Ray cluster (a local one bound to loopback, or the
-one at `--ray-address`), Ray Serve's HTTP proxy on the given host and port, and the
-application (app.py) on it, until SIGTERM or Ctrl-C; then in-flight requests get
-`drain_seconds` to finish before everything stops. The environment it wants of Ray is
-environment.py's, set before Ray is imported (the CLI does). Owns the cluster's life only.
+one at `--ray-address`), Ray Serve's HTTP proxy (HAProxy in the mode environment.py
+sets) on the given host and port, and the application (app.py) on it, until SIGTERM or
+Ctrl-C; then in-flight requests get `drain_seconds` to finish before everything stops.
+The environment it wants of Ray is environment.py's, set before Ray is imported (the
+CLI does). Owns the cluster's life only.
 """
 
 from __future__ import annotations

@@ -14,6 +14,18 @@ starts or joins. Must not import Ray.
   off: app.py).
 - Its worker processes run at niceness 0, not Ray's 15: an engine replica is a worker,
   and at 15 its engine thread lost its core to Ray's own threads (priority.py).
+- Ray Serve's high-throughput mode: HAProxy, not the Python proxy actor, takes the HTTP
+  connections and hands them to the ingress's own HTTP server, and the ingress reaches
+  the replicas over gRPC rather than Ray actor calls. One Python hop per streamed
+  message goes, and with it about two thirds of the latency Ray added to a request
+  (docs/scale-out.md). The ingress is held open after a drain only as long as that
+  drain took: Ray's default hold of 30 s exists for load balancers outside Ray, and
+  `structgen serve` drains on its own before it stops (cluster.py). Ray gives HAProxy's
+  statistics page and metrics exporter and its fallback (the Python proxy, which
+  HAProxy sends to while the ingress is down) fixed ports; a cluster this command starts
+  takes ports the kernel picks instead. With the fixed ones, a second cluster on the
+  machine found the first's fallback proxy listening on its port, and its HAProxy sent
+  requests to the first cluster's replicas.
 - Joining a cluster at an address: Ray leaves its cluster token out of a driver's calls
   unless `RAY_AUTH_MODE=token`, and a cluster started by `ray start` wants it (one
   without auth ignores it). So where Ray would find a token, the mode is token.
@@ -24,6 +36,7 @@ A variable the user set is left as it is.
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 QUIET_CLUSTER = {
@@ -33,7 +46,14 @@ QUIET_CLUSTER = {
     "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
     "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1000",
     "RAY_worker_niceness": "0",
+    "RAY_SERVE_ENABLE_HA_PROXY": "1",
+    "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
+    "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "0",
 }
+
+
+FIXED_PORTS = ("RAY_SERVE_HAPROXY_STATS_PORT", "RAY_SERVE_HAPROXY_METRICS_PORT",
+               "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT", "RAY_SERVE_FALLBACK_PROXY_GRPC_PORT")
 
 
 def prepare(ray_address: str | None) -> None:
@@ -41,6 +61,8 @@ def prepare(ray_address: str | None) -> None:
     if ray_address is None:
         for name, value in QUIET_CLUSTER.items():
             os.environ.setdefault(name, value)
+        for name in FIXED_PORTS:
+            os.environ.setdefault(name, str(free_port()))
     elif auth_token_at_hand():
         os.environ.setdefault("RAY_AUTH_MODE", "token")
 
@@ -50,3 +72,10 @@ def auth_token_at_hand() -> bool:
     if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
         return True
     return (Path.home() / ".ray" / "auth_token").is_file()
+
+
+def free_port() -> int:
+    """A port no one listens on now (the kernel's pick)."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]

@@ -32,12 +32,17 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def tiny_model(tmp_path_factory):
     model = tmp_path_factory.mktemp("tiny")
     if not make_tokenized_checkpoint(model):
         pytest.skip("no SmolLM2 tokenizer at hand")
+    return model
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, tiny_model):
     log = tmp_path_factory.mktemp("ray") / "serve.log"
-    args = ["--replicas", "2", "--model", str(model), "--compile-workers", "0", "--drain-seconds", "5",
+    args = ["--replicas", "2", "--model", str(tiny_model), "--compile-workers", "0", "--drain-seconds", "5",
             "--served-model-name", "tiny"]
     with serve_process(log, START_TIMEOUT_S, args) as started:
         yield started
@@ -178,6 +183,24 @@ def test_each_engine_runs_ahead_of_the_threads_that_carry_its_messages(server, b
         niceness = thread_niceness(pid)
         assert min(niceness) == 0, niceness  # the engine's threads
         assert niceness.count(PLUMBING) > niceness.count(0), niceness  # Ray's many threads sit below them
+
+
+def test_a_second_cluster_on_the_machine_answers_with_its_own_replicas(tiny_model, base_url, tmp_path):
+    """Ray Serve's HAProxy mode gives its side ports (statistics, metrics, the fallback
+    proxy HAProxy sends to while the ingress is down) fixed numbers. A second cluster
+    given those found the first's fallback proxy on its port, and answered even /health
+    and /v1/models from the first cluster's replicas."""
+    first = replicas_answering(base_url, 400, within_s=120)
+    args = ["--replicas", "1", "--model", str(tiny_model), "--compile-workers", "0", "--drain-seconds", "2",
+            "--served-model-name", "second"]
+    with serve_process(tmp_path / "second.log", START_TIMEOUT_S, args) as second:
+        models = httpx.get(second.url + "/v1/models", timeout=30)
+        assert [m["id"] for m in models.json()["data"]] == ["second"]
+        answered_by = {httpx.post(second.url + "/v1/chat/completions", timeout=120,
+                                  json={**schema_body(numbered_schema(i), max_tokens=5), "model": "second"}
+                                  ).headers["x-structgen-replica"] for i in range(500, 506)}
+        assert len(answered_by) == 1 and not answered_by & first, (answered_by, first)
+    assert replicas_answering(base_url, 600) == first  # and the first cluster still has its own
 
 
 def test_rendezvous_moves_only_the_keys_of_a_replica_that_left():
