@@ -13,7 +13,9 @@ starts or joins. Must not import Ray.
   Request-path logs are written in batches rather than line by line (access logs are
   off: app.py).
 - Its worker processes run at niceness 0, not Ray's 15: an engine replica is a worker,
-  and at 15 its engine thread lost its core to Ray's own threads (priority.py).
+  and at 15 its engine thread lost its core to Ray's own threads at 0 (the raylet, the
+  GCS, each process's gRPC and I/O threads): one replica of 1 CPU under 8 clients was
+  runnable but off its core 18% of the time, on a machine a quarter idle.
 - Ray Serve's high-throughput mode: HAProxy, not the Python proxy actor, takes the HTTP
   connections and hands them to the ingress's own HTTP server, and the ingress reaches
   the replicas over gRPC rather than Ray actor calls. One Python hop per streamed

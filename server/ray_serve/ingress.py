@@ -40,7 +40,6 @@ from server.completions import GRAMMAR_CACHE_HEADER
 from server.errors import APIError, error_response
 from server.guard import Guard
 from server.launch import ServeOptions
-from server.ray_serve import priority
 from server.ray_serve.forwarding import Accepted, Body, ForwardedRequest, Start
 from server.ray_serve.metrics import ScaleOutMetrics
 from server.ray_serve.routes import Route, route_for
@@ -80,7 +79,6 @@ class Ingress:
         self.metrics = ScaleOutMetrics()
         self.in_flight = 0  # requests being forwarded or answered
         self.draining = False
-        priority.lower(priority.threads())
 
     def __serve_build_asgi_app__(self):
         routes = Starlette(routes=[HTTPRoute("/metrics", self.prometheus, methods=["GET"]),

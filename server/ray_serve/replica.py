@@ -13,7 +13,6 @@ from typing import AsyncIterator
 from ray import serve
 
 from server import launch
-from server.ray_serve import priority
 from server.ray_serve.forwarding import REPLICA_HEADER, Accepted, Body, ForwardedRequest, Start, replay
 from server.ray_serve.routes import Route
 
@@ -21,9 +20,7 @@ from server.ray_serve.routes import Route
 class EngineReplica:
     def __init__(self, options: launch.ServeOptions):
         self.name = serve.get_replica_context().replica_id.unique_id
-        plumbing = priority.threads()  # Ray's and the event loop's, before the engine's exist
         self.served = launch.start(options)
-        priority.lower(plumbing)
 
     async def handle(self, request: ForwardedRequest, route: Route | None = None
                      ) -> AsyncIterator[Accepted | Start | Body]:
