@@ -191,7 +191,8 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="grammar (default): a request goes to the replica that holds its grammar "
                        "(or its prompt's prefix) warm; power_of_two: Ray Serve's default, by load only")
     scale.add_argument("--drain-seconds", type=_non_negative_float, default=None,
-                       help="on SIGTERM or Ctrl-C, how long in-flight requests may finish (default: 30)")
+                       help="on SIGTERM or Ctrl-C, how long in-flight requests may finish while new ones "
+                       "get a 503, with or without --replicas (default: 30)")
     serve.set_defaults(func=_cmd_serve)
 
     bench = sub.add_parser("bench", add_help=False, help="run the benchmarks (masks, cfg, engine, "
@@ -519,6 +520,9 @@ def _quiet_transformers() -> None:
 # timers race, and a request sent on a connection the server is just closing fails with
 # a read error) and than a load balancer's usual 60 s idle timeout.
 KEEP_ALIVE_S = 65
+# After the drain (server/drain.py), how long uvicorn lets the connections still open
+# finish before it closes them: the drain has already waited for the requests.
+CLOSE_AFTER_DRAIN_S = 1.0
 
 
 def _serve_options(args: argparse.Namespace):
@@ -550,14 +554,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server import launch
+    from server.drain import DRAIN_SECONDS, Draining, DrainingServer
 
     _quiet_transformers()
     served = launch.start(_serve_options(args))
     print(f"structgen serve: {served.runner.engine.model_name} on http://{args.host}:{args.port}/v1",
           file=sys.stderr)
+    app = Draining(served.app)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
+                            timeout_keep_alive=KEEP_ALIVE_S, timeout_graceful_shutdown=CLOSE_AFTER_DRAIN_S)
+    drain_seconds = DRAIN_SECONDS if args.drain_seconds is None else args.drain_seconds
     try:
-        uvicorn.run(served.app, host=args.host, port=args.port, log_level="warning",
-                    timeout_keep_alive=KEEP_ALIVE_S)
+        DrainingServer(config, app, drain_seconds).run()
     finally:
         served.stop()
     return EXIT_OK

@@ -15,6 +15,7 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.config import RequestRouterConfig
 
+from server.drain import DRAIN_SECONDS
 from server.launch import ServeOptions, options_from
 from server.ray_serve.ingress import Ingress
 from server.ray_serve.replica import EngineReplica
@@ -35,7 +36,7 @@ class ScaleOut:
     min_replicas: int | None = None  # either bound given: Ray Serve autoscales within them
     max_replicas: int | None = None
     target_ongoing_requests: int = 16
-    drain_seconds: float = 30.0  # on shutdown, how long in-flight requests may finish
+    drain_seconds: float = DRAIN_SECONDS  # on shutdown, how long in-flight requests may finish
     router: str = "grammar"
     load_factor: float = DEFAULT_LOAD_FACTOR  # see router.py
 

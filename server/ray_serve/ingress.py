@@ -37,6 +37,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route as HTTPRoute
 
 from server.completions import GRAMMAR_CACHE_HEADER
+from server.drain import shutting_down
 from server.errors import APIError, error_response
 from server.guard import Guard
 from server.launch import ServeOptions
@@ -96,8 +97,7 @@ class Ingress:
 
     async def forward(self, scope, receive, send) -> None:
         if self.draining:
-            await error_response(APIError(503, "the server is shutting down", "server_error",
-                                          code="shutting_down"))(scope, receive, send)
+            await error_response(shutting_down())(scope, receive, send)
             return
         self.in_flight += 1
         try:
