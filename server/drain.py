@@ -5,7 +5,8 @@ finish, for at most `drain_seconds`; then uvicorn stops. A second signal stops i
 uvicorn's own shutdown closes its listening socket at the signal, and a request whose
 connection lands at that moment is reset: its client cannot tell whether it was served.
 Here the socket stays open through the drain, and every request that reaches it is
-answered. The Ray Serve ingress drains the same way (server/ray_serve/ingress.py).
+answered. The Ray Serve ingress wraps its forwarding in the same `Draining`
+(server/ray_serve/ingress.py).
 
 Owns the drain only; never the routes (app.py) or the engine's stop (launch.py).
 """

@@ -37,7 +37,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route as HTTPRoute
 
 from server.completions import GRAMMAR_CACHE_HEADER
-from server.drain import shutting_down
+from server.drain import Draining
 from server.errors import APIError, error_response
 from server.guard import Guard
 from server.launch import ServeOptions
@@ -78,12 +78,11 @@ class Ingress:
         self.engines = engines.options(stream=True)
         self.options = options
         self.metrics = ScaleOutMetrics()
-        self.in_flight = 0  # requests being forwarded or answered
-        self.draining = False
+        self.forwarding = Draining(self._forward)  # counts the requests being forwarded or answered
 
     def __serve_build_asgi_app__(self):
         routes = Starlette(routes=[HTTPRoute("/metrics", self.prometheus, methods=["GET"]),
-                                   Mount("", app=self.forward)])
+                                   Mount("", app=self.forwarding)])
         return Guard(routes, api_key=self.options.api_key, max_body_bytes=self.options.max_body_bytes,
                      count_response=lambda endpoint, status: self.metrics.requests.labels(endpoint, status).inc())
 
@@ -92,18 +91,8 @@ class Ingress:
 
     def drain(self) -> int:
         """Refuses every new request from now on; returns how many are still in flight."""
-        self.draining = True
-        return self.in_flight
-
-    async def forward(self, scope, receive, send) -> None:
-        if self.draining:
-            await error_response(shutting_down())(scope, receive, send)
-            return
-        self.in_flight += 1
-        try:
-            await self._forward(scope, receive, send)
-        finally:
-            self.in_flight -= 1
+        self.forwarding.start()
+        return self.forwarding.in_flight
 
     async def _forward(self, scope, receive, send) -> None:
         body = await _read_body(receive)
