@@ -17,7 +17,7 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-KERNELS = ["flat_kernels", "token_kernels"]
+KERNELS = ["flat_kernels", "flattener", "token_kernels"]
 OPTIMIZE = ["/O2"] if sys.platform == "win32" else ["-O3"]
 # The engine's kernels round every product and sum as they write them: no contraction into FMAs
 # beyond the ones they ask for, so int8_rows.h's portable and AVX2 paths give the same bits.

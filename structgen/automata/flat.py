@@ -31,11 +31,12 @@ states * count, and `g_room` bounds the count -- and `FlatDFA.twin_of` rewrites 
 whose count cannot bind within a token into the twin's state, whose mask it shares.
 
 The compiler's default (STRUCTGEN_AUTOMATON=python selects the Python one). The IR is
-flattened at compile time, in Python; nodes that several grammars share are flattened
-once per process (`SHARED`). The store is numpy arrays grown by the Python side between
-calls (`FlatDFA.run`); the token walk drives the rows' builder from compiled code
-(token_kernels.pyx, through flat_kernels.pxd). The kernels are a C extension built
-when the package is installed (`kernels.require` says so where it is not).
+flattened at compile time, by compiled code that walks its objects (flattener.pyx);
+nodes that several grammars share are flattened once per process (`SHARED`). The
+store is numpy arrays grown by the Python side between calls (`FlatDFA.run`); the
+token walk drives the rows' builder from compiled code (token_kernels.pyx, through
+flat_kernels.pxd). The kernels are C extensions built when the package is installed
+(`kernels.require` says so where they are not).
 Its states' token masks are `flat_tokens.FlatTokens`, mixed in; it must not know about
 vocabularies or the engine.
 """
@@ -44,7 +45,6 @@ from __future__ import annotations
 
 import math
 import threading
-from itertools import accumulate
 from operator import itemgetter
 
 import numpy as np
@@ -70,7 +70,6 @@ OP_ENTER, OP_RESUME, OP_GRAPH, OP_MEMBERS = 0, 1, 2, 3  # closure work items
 # required entries' mask follows it, in one word or in R_WORDS of them:
 R_CLOSE_NONE, R_CLOSE_SOME, R_EXTRA_FIRST, R_EXTRA_LATER, R_MIN, R_MAX, R_WORDS, R_REQUIRED = range(8)
 MASK_BITS = 62  # entries per word of a Members mask (a narrow mask is one word)
-MAX_MEMBERS_CAP_BITS = 24  # a wide mask's handle (a frame id) times the count's cap stays in an int64
 DONE = 0  # the empty continuation (frame 0)
 # Per graph state of a bounded graph (`ir.Bound`): its twin graph's node and the twin
 # state (-1, -1 where it has none), and the zone's top (`Bound.zone_top`).
@@ -131,252 +130,15 @@ _EMPTY_BLOCK = _Block({}, {}, (
 ), None)
 
 
-class _Flattener:
-    """Flattens the nodes reachable from some roots that `base` does not hold, after
-    it: their ids and pool offsets continue where the base's end."""
+def _block_of(flattener, base: _Block, with_ids: bool = True) -> _Block:
+    """The base and the nodes a `flattener.Flattener` added, as one block. A block that
+    no flattener will start from needs no ids (merging the shared block's is ~1 ms)."""
+    if not with_ids:
+        return _Block({}, {}, flattener.raw(), base)
+    return _Block({**base.ids, **flattener.ids}, {**base.bitset_of, **flattener.bitset_of}, flattener.raw(), base)
 
-    def __init__(self, base: _Block):
-        self.base = base
-        raw = base.raw
-        self._first = raw[0].size  # the first id (and so on) this flattener gives
-        self._kids0, self._data0, self._bitsets0 = raw[4].size, raw[5].size, raw[6].shape[0]
-        self._graph0, self._edges0 = raw[7].size, raw[9].size
-        self.ids: dict[int, int] = {}
-        self.bitset_of: dict[tuple, int] = {}
-        self.kind: list[int] = []
-        self.a: list[int] = []
-        self.b: list[int] = []
-        self.c: list[int] = []
-        self.kids: list[int] = []
-        self.data = bytearray()
-        self.bitsets: list[tuple[int, int, int, int]] = []
-        self.g_final: list[bool] = []
-        self.g_edge_end: list[int] = []  # per graph state, one past its last edge
-        self.g_dst: list[int] = []
-        self.g_label: list[int] = []
-        self.g_free: list[int] = []  # per graph state, the row of `bitsets` of its free bytes, or -1
-        self.g_counted: list[tuple[int, ...]] = []  # per graph state, see G_COUNTED_FIELDS
-        self.node_twin: list[int] = []  # per node, a bounded Repeat's twin (`ir.Repeat.twin`), or -1
-        self.g_room: list[int] = []  # per graph state, see FlatIR
-
-    def id_of(self, node: ir.Node) -> int:
-        key = id(node)
-        got = self.ids.get(key)
-        return self.base.ids[key] if got is None else got
-
-    def _ids_of(self, nodes) -> list[int]:
-        own, base = self.ids, self.base.ids
-        return [own[key] if key in own else base[key] for key in map(id, nodes)]
-
-    def new_nodes(self, root: ir.Node, limit: int) -> tuple[list[ir.Node], list[ir.Stepper]]:
-        """The nodes reachable from `root` that have no id yet, and the Steppers among
-        them (kept apart: a Stepper takes the id of its plain() form)."""
-        order: list[ir.Node] = []
-        steppers: list[ir.Stepper] = []
-        met: set[int] = set()
-        known, base = self.ids, self.base.ids
-        pending = [root]
-        while pending:  # iteratively: IR trees nest deep
-            node = pending.pop()
-            key = id(node)
-            if key in known or key in base or key in met:
-                continue
-            met.add(key)
-            cls = node.__class__
-            if cls is not ir.Concat and cls is not ir.Alt and cls is not ir.Bytes and cls is not ir.ByteSet:
-                if isinstance(node, ir.Stepper):
-                    steppers.append(node)
-                    pending.append(node.plain())
-                    continue
-                _check_members(node)
-            if len(order) >= limit:
-                raise FlatUnsupported(f"more than {limit:,} IR nodes")
-            order.append(node)
-            if cls is ir.Concat or cls is ir.Alt:
-                pending += node.items
-            elif cls is ir.Graph:
-                pending += _graph_children(node)
-            elif cls is not ir.Bytes and cls is not ir.ByteSet:
-                pending += _children(node)
-        return order, steppers
-
-    def add(self, nodes: list[ir.Node], steppers: list[ir.Stepper]) -> None:
-        """Give `nodes` the next ids and `steppers` their plain forms' ids, then fill in
-        the nodes' fields: rules may refer to themselves, so every id must exist before
-        any node lists its children."""
-        first = self._first + len(self.kind)
-        self.ids.update(zip(map(id, nodes), range(first, first + len(nodes))))
-        for stepper in steppers:
-            self.ids[id(stepper)] = self.id_of(stepper.plain())
-        fills = _FILLS
-        for node in nodes:
-            (fills.get(node.__class__) or _fill_of(node))(self, node)
-
-    def _append(self, kind: int, a: int, b: int = 0, c: int = -1, twin: int = -1) -> None:
-        """The next node's fields."""
-        self.kind.append(kind)
-        self.a.append(a)
-        self.b.append(b)
-        self.c.append(c)
-        self.node_twin.append(twin)
-
-    # fill_*: a node's fields, by its class (`_FILLS`)
-
-    def fill_bytes(self, node: ir.Bytes) -> None:
-        self._append(K_BYTES, self._data0 + len(self.data), len(node.data))
-        self.data += node.data
-
-    def fill_byteset(self, node: ir.ByteSet) -> None:
-        self._append(K_BYTESET, self._bitset_row(node.ranges))
-
-    def fill_concat(self, node: ir.Concat) -> None:
-        self._append(K_CONCAT, self._kids0 + len(self.kids), len(node.items))
-        self.kids += self._ids_of(node.items)
-
-    def fill_alt(self, node: ir.Alt) -> None:
-        self._append(K_ALT, self._kids0 + len(self.kids), len(node.items))
-        self.kids += self._ids_of(node.items)
-
-    def fill_repeat(self, node: ir.Repeat) -> None:
-        twin = -1 if node.twin is None else self.id_of(node.twin)
-        self._append(K_REPEAT, self.id_of(node.item), node.min, -1 if node.max is None else node.max, twin)
-
-    def fill_ref(self, node: ir.Ref) -> None:
-        self._append(K_REF, self.id_of(node.target))
-
-    def fill_graph(self, node: ir.Graph) -> None:
-        """A Graph's states, each with its edges (in the graph's order) together."""
-        n = node.num_states
-        self._append(K_GRAPH, self._graph0 + len(self.g_final), node.start, n)
-        by_source = sorted(node.edges, key=_SOURCE)  # stable: a state's edges keep their order
-        own, base = self.ids, self.base.ids
-        self.g_dst += [dst for _, dst, _ in by_source]
-        self.g_label += [-1 if label is None else own[key] if (key := id(label)) in own else base[key]
-                         for _, _, label in by_source]
-        out_degree = [0] * n
-        for src, _, _ in by_source:
-            out_degree[src] += 1
-        self.g_edge_end += accumulate(out_degree, initial=self._edges0 + len(self.g_dst) - len(by_source))
-        del self.g_edge_end[-n - 1]  # accumulate's initial value: the previous state's end
-        final = [False] * n
-        for state in node.finals:
-            final[state] = True
-        self.g_final += final
-        free = node.free
-        self.g_free += [self._bits_row(bits) if bits else -1 for bits in free] if free else [-1] * n
-        self.g_counted += self._counted_rows(node)
-        bound = node.bound
-        self.g_room += [UNBOUNDED] * n if bound is None else [
-            bound.max - need if need <= bound.max else NO_ROOM for need in bound.need]
-
-    def _counted_rows(self, node: ir.Graph) -> list[tuple[int, int, int]]:
-        """Per state of a Graph, its G_COUNTED_FIELDS (a bounded graph's twin state is its
-        own state; its count is in the frame)."""
-        if node.bound is None:
-            return [_NOT_COUNTED] * node.num_states
-        twin = self.id_of(node.bound.twin)
-        return [(twin, state, node.bound.zone_top) for state in range(node.num_states)]
-
-    def fill_members(self, node: ir.Members) -> None:
-        self._append(K_MEMBERS, self._kids0 + len(self.kids), len(node.firsts), node.cap)
-        self.kids += self._ids_of((*node.firsts, *node.laters, node.close_none, node.close_some))
-        self.kids += [-1 if k is None else self.id_of(k) for k in (node.extra_first, node.extra_later)]
-        self.kids += [node.min_count, -1 if node.max_count is None else node.max_count]
-        words = -(-len(node.firsts) // MASK_BITS) if _wide(node) else 0
-        self.kids.append(words)
-        self.kids += [node.required_mask >> (MASK_BITS * w) & ((1 << MASK_BITS) - 1) for w in range(max(words, 1))]
-
-    def _bitset_row(self, ranges: tuple) -> int:
-        """The row of `bitsets` holding the bytes of `ranges` (added if new)."""
-        row = self.bitset_of.get(ranges)
-        if row is None:
-            row = self.base.bitset_of.get(ranges)
-        if row is None:
-            bits = 0
-            for lo, hi in ranges:
-                bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
-            row = self._bits_row(bits, ranges)
-        return row
-
-    def _bits_row(self, bits: int, key=None) -> int:
-        """The row of `bitsets` holding byte set `bits` (bit b for byte b), added if new."""
-        key = key if key is not None else ("bits", bits)
-        row = self.bitset_of.get(key)
-        if row is None:
-            row = self.base.bitset_of.get(key)
-        if row is None:
-            row = self.bitset_of[key] = self._bitsets0 + len(self.bitsets)
-            self.bitsets.append(tuple((bits >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF for w in range(4)))
-        return row
-
-    def block(self, with_ids: bool = True) -> _Block:
-        """The base and the nodes added here, as one block. A block that no flattener
-        will start from needs no ids (merging the shared block's is ~1 ms)."""
-        own = (self.kind, self.a, self.b, self.c, self.kids, np.frombuffer(bytes(self.data), dtype=np.uint8),
-               self.bitsets, self.g_final, self.g_edge_end, self.g_dst, self.g_label, self.g_free, self.g_counted,
-               self.node_twin, self.g_room)
-        raw = tuple(old if not len(new) else np.concatenate([old, np.asarray(new, dtype=old.dtype).reshape(-1, *old.shape[1:])])
-                    for old, new in zip(self.base.raw, own))
-        if not with_ids:
-            return _Block({}, {}, raw, self.base)
-        return _Block({**self.base.ids, **self.ids}, {**self.base.bitset_of, **self.bitset_of}, raw, self.base)
-
-
-_FILLS = {
-    ir.Bytes: _Flattener.fill_bytes, ir.ByteSet: _Flattener.fill_byteset, ir.Concat: _Flattener.fill_concat,
-    ir.Alt: _Flattener.fill_alt, ir.Repeat: _Flattener.fill_repeat, ir.Graph: _Flattener.fill_graph,
-    ir.Ref: _Flattener.fill_ref, ir.Members: _Flattener.fill_members,
-}
-
-
-def _fill_of(node: ir.Node):
-    """The fill method of a node whose class is not one of `_FILLS`' own (a subclass)."""
-    for cls, fill in _FILLS.items():
-        if isinstance(node, cls):
-            return fill
-    raise FlatUnsupported(f"IR node {type(node).__name__}")
-
-
-_NOT_COUNTED = (-1, -1, 0)  # a graph state's G_COUNTED_FIELDS where it has no twin
 
 _SOURCE = itemgetter(0)  # an edge's source state
-
-
-def _check_members(node: ir.Node) -> None:
-    """Refuse an object in any order whose wide mask's handle times its count's cap
-    would not fit an int64."""
-    if isinstance(node, ir.Members) and _wide(node) and (node.cap + 1).bit_length() > MAX_MEMBERS_CAP_BITS:
-        raise FlatUnsupported(f"objects in any order with {len(node.firsts)} properties and up to {node.cap}")
-
-
-def _wide(node: ir.Members) -> bool:
-    """Whether a Members node's states (mask, count) do not fit one int64 as
-    mask * (cap + 1) + count: its mask is then interned (`flat_kernels.wide_mask`)."""
-    return (len(node.firsts) + 1) + (node.cap + 1).bit_length() > 62
-
-
-def _graph_children(graph: ir.Graph) -> list[ir.Node]:
-    """A Graph's labels, each once (its last occurrence: a walk that pops them from a
-    stack meets them in the order it met them listed in full), then its twin if bounded."""
-    labels = {id(label): label for _, _, label in reversed(graph.edges) if label is not None}
-    twin = [] if graph.bound is None else [graph.bound.twin]
-    return [*reversed(labels.values()), *twin]
-
-
-def _children(node: ir.Node) -> list[ir.Node]:
-    if isinstance(node, (ir.Concat, ir.Alt)):
-        return list(node.items)
-    if isinstance(node, ir.Repeat):
-        return [node.item] if node.twin is None else [node.item, node.twin]
-    if isinstance(node, ir.Graph):
-        return _graph_children(node)
-    if isinstance(node, ir.Ref):
-        return [node.target]
-    if isinstance(node, ir.Stepper):
-        return [node.plain()]
-    if isinstance(node, ir.Members):
-        return node.children()
-    return []
 
 
 class FlatIR:
@@ -407,12 +169,13 @@ class FlatIR:
 
     def __init__(self, root: ir.Node):
         kernels.require()
-        flattener = _Flattener(SHARED.base())
+        base = SHARED.base()
+        flattener = kernels.flattener.Flattener(base)
         nodes, steppers = flattener.new_nodes(root, MAX_FLAT_NODES)
         flattener.add(nodes, steppers)
         self.root = flattener.id_of(root)
         SHARED.met(nodes, steppers)
-        block = flattener.block(with_ids=False)
+        block = _block_of(flattener, base, with_ids=False)
         self.num_nodes = block.num_nodes
         self.nonempty = block.nonempty
         self.has_free = bool((block.g_free >= 0).any())
@@ -423,7 +186,7 @@ class FlatIR:
         # The node of any JSON string body, where this IR has it: a state in such a body
         # takes its mask from tables made once per vocabulary (`flat_kernels.body_exit`).
         body = id(json_body_ir())
-        self.body_node = flattener.ids.get(body, flattener.base.ids.get(body, -1))
+        self.body_node = flattener.ids.get(body, base.ids.get(body, -1))
         self.arrays = (
             block.kind, block.a, block.b, block.c, block.kids, block.data, block.bitsets, block.nonempty,
             block.g_final, block.g_edge_start, block.g_dst, block.g_label, block.g_live, block.g_free,
@@ -481,7 +244,7 @@ class FlatLiveness(Liveness):
 
     def graph_live(self, graph: ir.Graph) -> tuple[frozenset[int], dict[int, list]]:
         """See Liveness.graph_live: the labels' liveness read from the flattened edges,
-        which are the graph's grouped by source state (`_Flattener.fill_graph`)."""
+        which are the graph's grouped by source state (`flattener.Flattener`)."""
         cached = self._graph_live.get(id(graph))
         if cached is not None:
             return cached
@@ -509,8 +272,7 @@ class _SharedNodes:
     """The IR nodes that more than one grammar holds (the same objects: a JSON string's
     characters, number lexemes, the rules of any JSON value, memoized by the grammar
     builders), flattened once per process into a block every FlatIR starts with: about
-    70% of the nodes of a JSON schema's IR are shared, and flattening is Python, a few
-    us a node.
+    70% of the nodes of a JSON schema's IR are shared.
 
     A node is shared the second time a FlatIR meets it. The nodes met once are held
     (their ids must not be reused by other objects while counted) up to MAX_SIGHTINGS,
@@ -555,11 +317,12 @@ class _SharedNodes:
                     self._met_weight += weight
             self._drop_unshared_below(again)
             if again:
-                flattener = _Flattener(self._block)
+                base = self._block
+                flattener = kernels.flattener.Flattener(base)
                 flattener.add([n for n in again.values() if not isinstance(n, ir.Stepper)],
                               [n for n in again.values() if isinstance(n, ir.Stepper)])
                 self._alive += again.values()
-                self._block = flattener.block()  # a new block: FlatIRs being built hold the old
+                self._block = _block_of(flattener, base)  # a new block: FlatIRs being built hold the old
 
     def _drop_unshared_below(self, again: dict[int, ir.Node]) -> None:
         """Remove from `again` every node with a descendant that is neither in the block
@@ -569,7 +332,7 @@ class _SharedNodes:
         parents: dict[int, list[int]] = {}
         dropped: list[int] = []
         for key, node in again.items():
-            for child in _children(node):
+            for child in kernels.flattener.children(node):
                 child_key = id(child)
                 if child_key in again:
                     parents.setdefault(child_key, []).append(key)

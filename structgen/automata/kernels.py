@@ -1,6 +1,6 @@
 """The compiled kernels of the automata, and the one error where they are not built.
 
-Owns: the import of the Cython extensions (`flat_kernels`, `token_kernels`, built from
+Owns: the import of the Cython extensions (`flat_kernels`, `flattener`, `token_kernels`, built from
 their .pyx files when the package is installed: setup.py) and `require`, which every
 path that needs them calls before it does. Must not hold kernel code or fall back to
 anything: without the extensions no mask can be computed.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from structgen.errors import KernelsNotBuiltError
 
 try:
-    from structgen.automata import flat_kernels, token_kernels
+    from structgen.automata import flat_kernels, flattener, token_kernels
 except ImportError as error:  # a checkout whose extensions were not built (or are stale)
-    flat_kernels = token_kernels = None
+    flat_kernels = flattener = token_kernels = None
     _MISSING: ImportError | None = error
 else:
     _MISSING = None
