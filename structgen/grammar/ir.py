@@ -576,7 +576,9 @@ def _count_expanded(node: Node, limit: int | None) -> int:
     # Every node reachable, parents before children (a DFS's reversed post-order; the
     # graph has no cycle once the edges into Ref targets are left out). Each node is
     # met once in `post` as (id, own positions, children, repeat count), so the second
-    # pass looks nothing up but the copies.
+    # pass looks nothing up but the copies. A node without children counted here goes
+    # to `post` as it is met; the basic kinds are written out (this runs in every
+    # compile, over every node, and the calls were most of its time).
     lexemes = _LEXEMES
     seen: set[int] = set()
     post: list[tuple] = []
@@ -592,22 +594,37 @@ def _count_expanded(node: Node, limit: int | None) -> int:
         if key in seen:
             continue
         seen.add(key)
-        lexeme = lexemes.get(key) is n
-        children = () if lexeme else _expanded_children(n, cls)
-        stack.append((key, _own_positions(n, cls, lexeme), children,
-                      max(n.max if n.max is not None else max(n.min, 1), 1) if cls is Repeat else 1))
-        if cls is Ref:
+        if cls is Concat or cls is Alt:
+            if lexemes.get(key) is n:
+                post.append((key, 1, (), 1))
+            else:
+                stack.append((key, 1, n.items, 1))
+                stack += n.items
+        elif cls is Bytes:
+            post.append((key, len(n.data), (), 1))
+        elif cls is ByteSet:
+            post.append((key, 1, (), 1))
+        elif cls is Repeat:
+            high = n.max if n.max is not None else n.min
+            stack.append((key, 1, (n.item,), high if high > 1 else 1))
+            stack.append(n.item)
+        elif cls is Ref:
+            post.append((key, 1, (), 1))
             roots.append(n.target)
             stack.append(n.target)
-        stack += children
+        else:
+            children = _expanded_children(n, cls)
+            stack.append((key, _own_positions(n, cls), children, 1))
+            stack += children
     copies = dict.fromkeys(seen, 0)
     for root in roots:
         copies[id(root)] = 1
     total = 0
+    most = limit if limit is not None else -1
     for key, own, children, repeats in reversed(post):
         mine = copies[key]
         total += own * mine
-        if limit is not None and total > limit:
+        if total > most >= 0:
             return total
         mine *= repeats
         for child in children:
@@ -617,10 +634,11 @@ def _count_expanded(node: Node, limit: int | None) -> int:
     return total
 
 
-def _own_positions(n: Node, cls: type, lexeme: bool) -> int:
-    if cls is Bytes and not lexeme:
+def _own_positions(n: Node, cls: type) -> int:
+    """The positions of a node that is not a lexeme, without its children's."""
+    if cls is Bytes:
         return len(n.data)
-    if cls is Graph and not lexeme:
+    if cls is Graph:
         return n.num_states
     if isinstance(n, Stepper):
         return n.size()
