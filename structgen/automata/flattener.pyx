@@ -67,14 +67,6 @@ cdef inline int push(Column* column, int64_t value) except -1:
     return 0
 
 
-cdef inline int push_byte(Column* column, uint8_t value) except -1:
-    if column.size == column.cap:
-        reserve(column, 1)
-    (<uint8_t*>column.data)[column.size] = value
-    column.size += 1
-    return 0
-
-
 cdef inline object key_of(object node):
     """The key of an IR object in the ids dicts: its id()."""
     return PyLong_FromVoidPtr(<void*>node)
