@@ -43,6 +43,12 @@ DEFAULT_WARM_S = None  # the automatic budget above; 0 leaves every mask to its 
 # ahead must never bring a fresh grammar near being `exhausted`.
 WARM_BUDGET_SHARE = 0.25
 WARM_PATH_PIECE_S = 0.001  # time to walk an example between two looks at the clock
+# The walk along the example stops at a state of more items than this (a quarter of what
+# decoding may build): such a state costs milliseconds, and an example can go where
+# outputs seldom do -- a recursive rule nested four deep, into a state that decoding
+# refuses as too ambiguous after ~100 ms of building it in one compiled call, where the
+# walk cannot look at the clock.
+WARM_MAX_STATE_ITEMS = 5_000
 WARM_CHUNK = 16  # states warmed in one compiled call, between two looks at the clock
 
 # Where an output's tokens start the states worth computing ahead: after each comma and
@@ -139,7 +145,8 @@ def _path_until(dfa, data: bytes, deadline: float) -> list[int]:
     sized to take about WARM_PATH_PIECE_S each, so that the clock is looked at often
     enough: a step through an unbuilt row unions the targets of every item of its
     state, and a state of an object whose members may come in any order can hold
-    thousands (a 2 KB example took 12 s in one piece)."""
+    thousands (a 2 KB example took 12 s in one piece). The walk also stops before a
+    state of more than WARM_MAX_STATE_ITEMS items."""
     path, start, size = [dfa.start], 0, 8
     while start < len(data) and path[-1] >= 0:
         t0 = time.perf_counter()
@@ -147,7 +154,7 @@ def _path_until(dfa, data: bytes, deadline: float) -> list[int]:
             break
         try:
             with dfa.lock:
-                path += dfa.path(path[-1], data[start:start + size]).tolist()[1:]
+                path += dfa.path(path[-1], data[start:start + size], WARM_MAX_STATE_ITEMS).tolist()[1:]
         except GrammarTooLargeError:
             break
         start += size

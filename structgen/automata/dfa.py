@@ -118,9 +118,11 @@ class TableDFA:
             sid = self.step(sid, b)
         return sid
 
-    def path(self, sid: int, data: bytes) -> np.ndarray:
+    def path(self, sid: int, data: bytes, max_items: int | None = None) -> np.ndarray:
         """The states after each prefix of `data` from `sid`: path[i] after data[:i]
-        (path[0] is `sid`), DEAD from where the bytes leave the language."""
+        (path[0] is `sid`), DEAD from where the bytes leave the language. `max_items`:
+        GrammarTooLargeError rather than build a state of more items (the compiled
+        automaton's `path`; this one's states are bounded by its NFA's only)."""
         path = np.full(len(data) + 1, DEAD, dtype=np.int64)
         path[0] = sid
         for i, b in enumerate(data):

@@ -497,11 +497,12 @@ class FlatDFA(FlatTokens, TableDFA):
         arrays = (*self._store, *self.flat.arrays, self.flat.g_counted, self.flat.node_twin)
         return super().nbytes() + sum(a.nbytes for a in arrays) + self.spares.nbytes()
 
-    def run(self, fn, args):
+    def run(self, fn, args, max_items: int | None = None):
         """Run compiled code over this automaton: `fn(IR arrays, store, *args(), max
         items, max nesting)`. Where it ran out of room in the store or the per-state
         arrays, grow that array and run it again (a call changes nothing it cannot redo);
-        past the state budget, GrammarTooLargeError. Under the automaton's lock.
+        past the state budget, or a state of more than `max_items` items (None:
+        MAX_STATE_ITEMS), GrammarTooLargeError. Under the automaton's lock.
 
         Arrays grow only when full: a row adds two states on average but may add 256,
         and keeping room for that ahead doubled the table of many automata that never
@@ -510,9 +511,10 @@ class FlatDFA(FlatTokens, TableDFA):
         full array runs twice instead. The next size of a big array is made ahead, off
         the step, once it is three quarters full (`spares.Spares`)."""
         meta = self._store[S_META]
+        max_items = MAX_STATE_ITEMS if max_items is None else max_items
         while True:
             self._reserve()
-            result = fn(self.flat.arrays, self._store, *args(), MAX_STATE_ITEMS, MAX_RULE_NESTING)
+            result = fn(self.flat.arrays, self._store, *args(), max_items, MAX_RULE_NESTING)
             failed = int(meta[M_FAILED])
             if failed:
                 meta[M_FAILED] = 0
@@ -568,7 +570,7 @@ class FlatDFA(FlatTokens, TableDFA):
             return int(self.run(kernels.flat_kernels.walk_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid, codes,
                                                       _NO_PATH)))
 
-    def path(self, sid: int, data: bytes) -> np.ndarray:
+    def path(self, sid: int, data: bytes, max_items: int | None = None) -> np.ndarray:
         """See TableDFA.path: in one compiled call, as `walk`."""
         path = np.full(len(data) + 1, DEAD, dtype=np.int64)
         path[0] = sid
@@ -576,7 +578,7 @@ class FlatDFA(FlatTokens, TableDFA):
             codes = np.frombuffer(bytes(data), dtype=np.uint8)
             with self.lock:
                 self.run(kernels.flat_kernels.walk_entry, lambda: (self.table, self.expanded, self.loops, self.accepting, sid, codes,
-                                               path[1:]))
+                                               path[1:]), max_items)
         return path
 
     def free_bytes(self, sid: int) -> np.ndarray | None:

@@ -143,6 +143,27 @@ def test_warm_stops_at_its_budget_and_where_the_data_leaves_the_language(smollm2
     assert grammar.warm(b'{"a": "x"}', [2, 5, 6], budget_s=5.0) == 2  # '{"' is computed already
 
 
+def test_the_warm_walk_stops_before_a_state_of_more_items_than_its_cap(smollm2_vocab, monkeypatch):
+    """A state past WARM_MAX_STATE_ITEMS ends the walk along the data (an example can
+    nest where outputs seldom go, and such a state costs milliseconds to build): the
+    states after it are not warmed, and decoding still builds them."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+              "required": ["a", "b"]}
+    data = b'{"a": "xy", "b": 12}'
+    every_offset = list(range(len(data) + 1))
+    structgen.clear_cache()
+    full = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    structgen.clear_cache()
+    warmed_full = full.warm(data, every_offset, budget_s=5.0)
+    monkeypatch.setattr(warmup, "WARM_MAX_STATE_ITEMS", 1)  # a string's body holds several
+    capped = structgen.compile_json_schema(schema, smollm2_vocab, warm_s=0)
+    structgen.clear_cache()
+    assert capped is not full
+    warmed_capped = capped.warm(data, every_offset, budget_s=5.0)
+    assert 0 < warmed_capped < warmed_full
+    assert walk(capped, data) != DEAD and capped.dfa.accepting[walk(capped, data)]
+
+
 def test_a_cached_grammar_is_warmed_by_the_first_call_that_asks(smollm2_vocab):
     schema = {"type": "object", "properties": {"when": {"type": "string", "format": "date"}, "n": {"type": "number"}}}
     structgen.clear_cache()
