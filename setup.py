@@ -1,9 +1,10 @@
 """The build of structgen's compiled kernels (everything else is in pyproject.toml).
 
 The grammar automaton's kernels are Cython (structgen/automata/*.pyx), and so are the
-engine's CPU kernels (structgen/engine/kernels/cpu_kernels.pyx, with their C in the
-headers beside it); all are compiled to C extensions when the package is built (`pip install .`,
-`pip install -e .`, a wheel).
+IR's position count (structgen/grammar/expanded_count.pyx) and the engine's CPU kernels
+(structgen/engine/kernels/cpu_kernels.pyx, with their C in the headers beside it); all are
+compiled to C extensions when the package is built (`pip install .`, `pip install -e .`, a
+wheel).
 """
 
 import os
@@ -54,6 +55,7 @@ extensions = [
     )
     for name in KERNELS
 ] + [
+    Extension("structgen.grammar.expanded_count", ["structgen/grammar/expanded_count.pyx"], extra_compile_args=OPTIMIZE),
     Extension(
         "structgen.engine.kernels.cpu_kernels",
         ["structgen/engine/kernels/cpu_kernels.pyx"],

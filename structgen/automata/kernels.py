@@ -1,9 +1,10 @@
 """The compiled kernels of the automata, and the one error where they are not built.
 
-Owns: the import of the Cython extensions (`flat_kernels`, `flattener`, `token_kernels`, built from
-their .pyx files when the package is installed: setup.py) and `require`, which every
-path that needs them calls before it does. Must not hold kernel code or fall back to
-anything: without the extensions no mask can be computed.
+Owns: the import of the Cython extensions (`flat_kernels`, `flattener`, `token_kernels`, and
+the IR's `grammar.expanded_count`, built from their .pyx files when the package is
+installed: setup.py) and `require`, which every path that needs them calls before it
+does. Must not hold kernel code or fall back to anything: without the extensions no mask
+can be computed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from structgen.errors import KernelsNotBuiltError
 
 try:
     from structgen.automata import flat_kernels, flattener, token_kernels
+    from structgen.grammar import expanded_count  # noqa: F401 (ir.expanded_size imports it when it counts)
 except ImportError as error:  # a checkout whose extensions were not built (or are stale)
     flat_kernels = flattener = token_kernels = None
     _MISSING: ImportError | None = error

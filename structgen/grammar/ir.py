@@ -556,82 +556,22 @@ def expanded_size(node: Node, limit: int | None = None) -> int:
     as one position, as the NFA enters it (one item on the shared lexeme DFA). Stops
     early (returning a value > limit) once `limit` is passed.
 
-    The last answer is remembered: a JSON Schema compile checks its IR's size and the
-    compiler checks it again (the same node and limit), and the count is a tenth of a
-    typical compile.
+    The count is compiled code (expanded_count.pyx); a count past 2^62 reads 2^62. The
+    last answer is remembered: a JSON Schema compile checks its IR's size and the
+    compiler checks it again (the same node and limit).
     """
     global _last_expanded_size
     last = _last_expanded_size
     if last[0] is node and last[1] == limit:
         return last[2]
-    total = _count_expanded(node, limit)
+    from structgen.grammar.expanded_count import count_expanded  # (compiled; it imports this module)
+
+    total = count_expanded(node, limit, _LEXEMES, _own_positions, _expanded_children)
     _last_expanded_size = (node, limit, total)  # one tuple: safe across threads
     return total
 
 
 _last_expanded_size: tuple = (None, None, 0)
-
-
-def _count_expanded(node: Node, limit: int | None) -> int:
-    # Every node reachable, parents before children (a DFS's reversed post-order; the
-    # graph has no cycle once the edges into Ref targets are left out). Each node is
-    # met once in `post` as (id, own positions, children, repeat count), so the second
-    # pass looks nothing up but the copies. A node without children counted here goes
-    # to `post` as it is met; the basic kinds are written out (this runs in every
-    # compile, over every node, and the calls were most of its time).
-    lexemes = _LEXEMES
-    seen: set[int] = set()
-    post: list[tuple] = []
-    roots = [node]
-    stack: list = [node]
-    while stack:  # iteratively: IR trees nest deep
-        n = stack.pop()
-        cls = n.__class__
-        if cls is tuple:  # (id, own, children, repeat count): all its children are done
-            post.append(n)
-            continue
-        key = id(n)
-        if key in seen:
-            continue
-        seen.add(key)
-        if cls is Concat or cls is Alt:
-            if lexemes.get(key) is n:
-                post.append((key, 1, (), 1))
-            else:
-                stack.append((key, 1, n.items, 1))
-                stack += n.items
-        elif cls is Bytes:
-            post.append((key, len(n.data), (), 1))
-        elif cls is ByteSet:
-            post.append((key, 1, (), 1))
-        elif cls is Repeat:
-            high = n.max if n.max is not None else n.min
-            stack.append((key, 1, (n.item,), high if high > 1 else 1))
-            stack.append(n.item)
-        elif cls is Ref:
-            post.append((key, 1, (), 1))
-            roots.append(n.target)
-            stack.append(n.target)
-        else:
-            children = _expanded_children(n, cls)
-            stack.append((key, _own_positions(n, cls), children, 1))
-            stack += children
-    copies = dict.fromkeys(seen, 0)
-    for root in roots:
-        copies[id(root)] = 1
-    total = 0
-    most = limit if limit is not None else -1
-    for key, own, children, repeats in reversed(post):
-        mine = copies[key]
-        total += own * mine
-        if total > most >= 0:
-            return total
-        mine *= repeats
-        for child in children:
-            child_key = id(child)
-            if copies[child_key] < mine:
-                copies[child_key] = mine
-    return total
 
 
 def _own_positions(n: Node, cls: type) -> int:
