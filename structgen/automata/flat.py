@@ -372,9 +372,6 @@ HASH_VALUE = 5  # a hash slot: tag, 4 keys, value (-1: empty), in one row (one c
 
 
 def _new_store() -> list[np.ndarray]:
-    """An empty store, its hash table sized for a small grammar: the median one hashes a
-    few dozen keys before its first mask, a grammar that grows doubles its arrays as it
-    goes, and filling 8,192 slots ahead was ~2% of a median compile."""
     meta = np.zeros(8, dtype=np.int64)
     meta[M_FRAMES] = meta[M_ITEMS] = 1  # frame 0 is DONE, item 0 is ACCEPT
     return [
@@ -385,7 +382,7 @@ def _new_store() -> list[np.ndarray]:
         np.zeros(8192, dtype=np.int64),
         np.zeros(1024, dtype=np.int64),  # state -> its set
         np.zeros(1024, dtype=np.int64),  # state -> older state with the same item hash (-1)
-        np.full((2048, 6), -1, dtype=np.int64),  # hash slots: tag, keys, value
+        np.full((8192, 6), -1, dtype=np.int64),  # hash slots: tag, keys, value
     ]
 
 
