@@ -116,3 +116,34 @@ def test_a_grammar_compiled_by_several_requests_at_once_is_compiled_once(smollm2
     after = structgen.cache_info()
     assert len(results) == 4 and all(grammar is results[0] for grammar in results)
     assert after["misses"] - before["misses"] == 1 and after["hits"] - before["hits"] == 3
+
+
+def test_a_hit_counts_the_cache_afresh_only_once_its_recount_interval_passed(smollm2_vocab, smollm2_tokenizer,
+                                                                             small_budget, monkeypatch):
+    """Counting the cache reads every grammar's arrays, so a hit counts it afresh only
+    CACHE_RECOUNT_S after the last full count: until then it counts no grammar; after it,
+    it finds what a grammar grew and evicts past the budget."""
+    for i in range(4):
+        structgen.compile_json_schema(schema(i), smollm2_vocab, warm_s=0)
+    monkeypatch.setattr(compiler, "CACHE_RECOUNT_S", 3600.0)
+    structgen.set_cache_bytes(structgen.cache_info()["bytes"])  # full, and counted at once
+    grown = structgen.compile_json_schema(schema(1), smollm2_vocab, warm_s=0)  # a hit: now the most recent
+    before = grown.nbytes()
+    m = grown.matcher()
+    for token in smollm2_tokenizer.encode('{"field1": "abc', add_special_tokens=False):
+        m.fill_bitmask(structgen.allocate_bitmask(1, smollm2_vocab.vocab_size), 0)
+        assert m.accept_token(token)
+    assert grown.nbytes() > before
+    del m, grown
+    counted = []
+    real_nbytes = matcher.CompiledGrammar.nbytes
+    monkeypatch.setattr(matcher.CompiledGrammar, "nbytes", lambda self: counted.append(self) or real_nbytes(self))
+    evictions = structgen.cache_info()["evictions"]
+    counted.clear()
+    for _ in range(3):  # hits inside the interval: the growth is not counted yet
+        structgen.compile_json_schema(schema(3), smollm2_vocab, warm_s=0)
+    assert counted == [] and structgen.cache_info()["evictions"] == evictions
+    monkeypatch.setattr(compiler, "CACHE_RECOUNT_S", 0.0)
+    structgen.compile_json_schema(schema(3), smollm2_vocab, warm_s=0)  # past it: counted, over, the oldest go
+    info = structgen.cache_info()
+    assert len(counted) >= 4 and info["evictions"] > evictions and info["bytes"] <= info["budget_bytes"]
