@@ -25,13 +25,19 @@ def schema(i: int) -> dict:
             "required": [f"field{i}"]}
 
 
+def walk_masks(grammar, text: str, vocab, tokenizer) -> None:
+    """Take a new matcher of `grammar` along `text`, a mask before each token (which
+    grows the grammar: its states and their masks are built as they are reached)."""
+    m = grammar.matcher()
+    for token in tokenizer.encode(text, add_special_tokens=False):
+        m.fill_bitmask(structgen.allocate_bitmask(1, vocab.vocab_size), 0)
+        assert m.accept_token(token)
+
+
 def test_grammars_grow_and_the_cache_counts_their_bytes(smollm2_vocab, smollm2_tokenizer, small_budget):
     grammar = structgen.compile_json_schema(schema(0), smollm2_vocab, warm_s=0)
     before = grammar.nbytes()
-    m = grammar.matcher()
-    for token in smollm2_tokenizer.encode('{"field0": "abc', add_special_tokens=False):
-        m.fill_bitmask(structgen.allocate_bitmask(1, smollm2_vocab.vocab_size), 0)
-        assert m.accept_token(token)
+    walk_masks(grammar, '{"field0": "abc', smollm2_vocab, smollm2_tokenizer)
     assert grammar.nbytes() > before
     assert structgen.cache_info()["bytes"] == grammar.nbytes()
 
@@ -129,12 +135,9 @@ def test_a_hit_counts_the_cache_afresh_only_once_its_recount_interval_passed(smo
     structgen.set_cache_bytes(structgen.cache_info()["bytes"])  # full, and counted at once
     grown = structgen.compile_json_schema(schema(1), smollm2_vocab, warm_s=0)  # a hit: now the most recent
     before = grown.nbytes()
-    m = grown.matcher()
-    for token in smollm2_tokenizer.encode('{"field1": "abc', add_special_tokens=False):
-        m.fill_bitmask(structgen.allocate_bitmask(1, smollm2_vocab.vocab_size), 0)
-        assert m.accept_token(token)
+    walk_masks(grown, '{"field1": "abc', smollm2_vocab, smollm2_tokenizer)
     assert grown.nbytes() > before
-    del m, grown
+    del grown
     counted = []
     real_nbytes = matcher.CompiledGrammar.nbytes
     monkeypatch.setattr(matcher.CompiledGrammar, "nbytes", lambda self: counted.append(self) or real_nbytes(self))

@@ -575,9 +575,9 @@ _last_expanded_size: tuple = (None, None, 0)
 
 
 def _own_positions(n: Node, cls: type) -> int:
-    """The positions of a node that is not a lexeme, without its children's."""
-    if cls is Bytes:
-        return len(n.data)
+    """The positions of a Graph, Members or Stepper node (the kinds the compiled count
+    asks about), without its children's: a Graph's states, a Stepper's estimate, one
+    for Members."""
     if cls is Graph:
         return n.num_states
     if isinstance(n, Stepper):
@@ -586,14 +586,10 @@ def _own_positions(n: Node, cls: type) -> int:
 
 
 def _expanded_children(n: Node, cls: type) -> tuple | list:
-    """The children `expanded_size` counts of a node that is not a lexeme: none below a
-    Stepper or a Ref (whose target is a root of its own)."""
-    if cls is Concat or cls is Alt:
-        return n.items
-    if cls is Bytes or cls is ByteSet or cls is Ref or isinstance(n, Stepper):
+    """The children the count goes down to from a Graph, Members or Stepper node (the
+    kinds the compiled count asks about): none below a Stepper."""
+    if isinstance(n, Stepper):
         return ()
-    if cls is Repeat:
-        return (n.item,)
     if cls is Graph:
         return [label for _, _, label in n.edges if label is not None]
     if cls is Members:  # states are built when reached: count the parts once
