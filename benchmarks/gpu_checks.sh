@@ -4,7 +4,9 @@
 #   2. constrained decoding on a Llama-3-8B-shaped dummy model with the SmolLM2 tokenizer:
 #      mask overhead vs unconstrained, and the engine vs transformers + xgrammar,
 #   3. engine throughput and MBU on the same shape (benchmarks/engine_gpu.py),
-#   4. the same at batch 256 over an fp8 KV cache (issue 45; SKIP_FP8_KV=1 leaves it out).
+#   4. the same at batch 256 over an fp8 KV cache (issue 45; SKIP_FP8_KV=1 leaves it out),
+#   5. time to first token with the prompt computed while the grammar compiles, against
+#      waiting for the compile (benchmarks/compile_overlap.py; SKIP_OVERLAP=1 leaves it out).
 # Each step has its own time limit, so one slow step does not cost the others.
 #
 # It expects, beside the checkout (prepare them on a machine with the package registries):
@@ -17,7 +19,7 @@
 # keeps them out of git); then run the script with no argument on the GPU machine, carrying
 # .whl and .gpu.
 # Results go to $OUT (default benchmarks/results/gpu): engine_gpu.json, engine_gpu_fp8kv.json,
-# constrained_gpu.json
+# constrained_gpu.json, compile_overlap.json
 # and one log per step.
 set -u
 
@@ -95,3 +97,7 @@ step constrained "${CONSTRAINED_S:-270}" python3 benchmarks/constrained.py --sce
 # fp8 KV cache against bf16 at batch 256 (issue 45: at least 1.2x); the bf16 figure is the step above's
 [ -n "${SKIP_FP8_KV:-}" ] || step fp8-kv "${FP8_KV_S:-120}" python3 benchmarks/engine_gpu.py --batches 256 --runs 3 \
     --no-baseline --no-eager --kv-cache-dtype fp8 --out "$OUT/engine_gpu_fp8kv.json"
+# prompt while compiling (on by default on GPU, measured off on CPU): the 8B shape's prefill
+[ -n "${SKIP_OVERLAP:-}" ] || step compile-overlap "${OVERLAP_S:-150}" python3 benchmarks/compile_overlap.py \
+    --model .gpu/llama8b-smollm2-tok --load-format dummy --device cuda --data .gpu/maskbench-calls \
+    --schemas 12 --repeats 3 --output "$OUT/compile_overlap.json"

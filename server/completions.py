@@ -21,7 +21,8 @@ from server.prompts import chat_prompt_ids, completion_prompts
 from server.protocol import ChatCompletionRequest, CompletionRequest
 from server.responses import observe, response_body
 from server.state import ServerState, state_of
-from server.structured import OutputSpec, UnsupportedRequestError, compile_spec, output_spec
+from server.structured import (Compile, OutputSpec, UnsupportedRequestError, output_spec, start_compile,
+                               wait_compiled)
 from structgen.engine.async_engine import EngineDeadError, EngineOverloadedError
 from structgen.engine.engine import PromptTooLongError
 from structgen.engine.sampling_params import InvalidParameterError, SamplingParams
@@ -59,18 +60,25 @@ async def _complete(state: ServerState, http: Request, body, prompts: list[list[
 
 async def _admitted(state: ServerState, http: Request, body, prompts: list[list[int]], chat: bool,
                     spec: OutputSpec, reservation):
-    grammar, hit = await _compile(state, spec, http)
-    headers = {GRAMMAR_CACHE_HEADER: "hit" if hit else "miss"} if spec.kind else {}
     engine = state.engine.engine
     token_limit = min(engine.max_model_len, engine.blocks.num_blocks * engine.block_size)
     runs = [(p, _sampling_params(body, len(p), token_limit, i, chat)) for p in prompts for i in range(body.n)]
     for prompt, params in runs:
         _check_fits(engine, prompt, params)
     created, rid = int(time.time()), f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-    with _admission_errors():  # the engine may have stopped while the grammar compiled
-        streams = state.engine.submit_many([(p, sp, f"{rid}-{i}") for i, (p, sp) in enumerate(runs)],
-                                           grammar=grammar, jump_forward=body.jump_forward,
-                                           reservation=reservation)
+    compiling = start_compile(spec, engine.vocab)
+    streams = []
+    try:
+        if compiling is not None:  # the engine computes the prompts while the grammar compiles
+            streams = _submit(state, runs, rid, compiling.future, body, reservation)
+        grammar, hit = await _compile(state, spec, http, compiling)
+        if compiling is None:
+            streams = _submit(state, runs, rid, None, body, reservation)
+    except BaseException:  # a 400 for the grammar, or the client left: the prompts stop
+        for stream in streams:
+            await stream.aclose()
+        raise
+    headers = {GRAMMAR_CACHE_HEADER: "hit" if hit else "miss"} if spec.kind else {}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = streaming.events(state, streams, runs, spec, rid, created, chat, include_usage)
@@ -78,6 +86,13 @@ async def _admitted(state: ServerState, http: Request, body, prompts: list[list[
     finals = await asyncio.gather(*[_final(state, s) for s in streams])
     return JSONResponse(response_body(finals, runs, spec, rid, created, chat, body, state.served, engine.vocab),
                         headers=headers)
+
+
+def _submit(state: ServerState, runs: list, rid: str, grammar, body, reservation) -> list:
+    """The engine's streams of the runs, with their grammar (or the Future of one still compiling)."""
+    with _admission_errors():  # the engine may have stopped meanwhile
+        return state.engine.submit_many([(p, sp, f"{rid}-{i}") for i, (p, sp) in enumerate(runs)],
+                                        grammar=grammar, jump_forward=body.jump_forward, reservation=reservation)
 
 
 @contextmanager
@@ -91,10 +106,10 @@ def _admission_errors() -> Iterator[None]:
         raise APIError(503, str(err), "server_error", headers={"Retry-After": "30"}) from err
 
 
-async def _compile(state: ServerState, spec: OutputSpec, http: Request):
+async def _compile(state: ServerState, spec: OutputSpec, http: Request, compiling: Compile | None):
     """(the request's grammar or None, whether the cache had it), or its compile error as a 400."""
     try:
-        grammar, compile_s, hit = await compile_spec(spec, state.engine.engine.vocab, client_gone=http.is_disconnected)
+        grammar, compile_s, hit = await wait_compiled(compiling, client_gone=http.is_disconnected)
     except CompileCancelledError as err:
         state.metrics.compiles_cancelled.inc()
         raise APIError(400, str(err), code="client_disconnected") from err

@@ -160,29 +160,43 @@ def _tool_spec(request: ChatCompletionRequest) -> OutputSpec | None:
                       parallel=request.parallel_tool_calls is not False, parameter_pointers=calls.parameter_pointers)
 
 
-async def compile_spec(spec: OutputSpec, vocab: Any,
-                       client_gone: Callable[[], Awaitable[bool]] | None = None) -> tuple[Any, float, bool]:
-    """(compiled grammar or None, seconds, cache hit). Compiles run in COMPILE_THREADS, at
-    a lower CPU priority (their Python half in `structgen.compile_workers` processes).
-    Once `client_gone()` says the client left, the compile is cancelled (its worker
-    stopped) and CompileCancelledError is raised."""
-    if spec.kind is None:
+class Compile:
+    """A grammar compiling in COMPILE_THREADS: `future` (a concurrent.futures.Future of
+    the compiled grammar, which the engine takes as it is), the event that cancels it,
+    and what `wait_compiled` reports."""
+
+    def __init__(self, spec: OutputSpec, vocab: Any):
+        self.hits_before = structgen.cache_info()["hits"]
+        self.started = time.perf_counter()
+        self.cancel = threading.Event()
+        self.future = _compile_threads.submit(_compile, spec, vocab, self.cancel)
+
+
+def start_compile(spec: OutputSpec, vocab: Any) -> Compile | None:
+    """Start compiling the spec's grammar (None: it has none). Compiles run at a lower CPU
+    priority (their Python half in `structgen.compile_workers` processes)."""
+    return Compile(spec, vocab) if spec.kind is not None else None
+
+
+async def wait_compiled(compile: Compile | None,
+                        client_gone: Callable[[], Awaitable[bool]] | None = None) -> tuple[Any, float, bool]:
+    """(compiled grammar or None, seconds, cache hit), or the compile's error. Once
+    `client_gone()` says the client left, the compile is cancelled (its worker stopped)
+    and CompileCancelledError is raised."""
+    if compile is None:
         return None, 0.0, False
-    hits_before = structgen.cache_info()["hits"]
-    started = time.perf_counter()
-    cancel = threading.Event()
-    future = asyncio.get_running_loop().run_in_executor(_compile_threads, _compile, spec, vocab, cancel)
-    future.add_done_callback(_consume_result)  # read here too, in case nobody awaits it any more
+    waited = asyncio.wrap_future(compile.future)
+    waited.add_done_callback(_consume_result)  # read here too, in case nobody awaits it any more
     try:
-        while not (await asyncio.wait({future}, timeout=CLIENT_CHECK_S))[0]:
+        while not (await asyncio.wait({waited}, timeout=CLIENT_CHECK_S))[0]:
             if client_gone is not None and await client_gone():
                 raise CompileCancelledError("the client disconnected while its grammar compiled")
-        grammar = future.result()
+        grammar = waited.result()
     except BaseException:  # the client left, or this request was cancelled
-        cancel.set()
+        compile.cancel.set()
         raise
-    hit = structgen.cache_info()["hits"] > hits_before
-    return grammar, time.perf_counter() - started, hit
+    hit = structgen.cache_info()["hits"] > compile.hits_before
+    return grammar, time.perf_counter() - compile.started, hit
 
 
 # Compiles in flight at once; more wait their turn (a compile is bounded by its own

@@ -40,6 +40,11 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     attention_backend: str = "auto"  # "auto", "torch" or "triton"
     jump_forward: bool = True  # append the bytes a grammar forces in one prefill
+    # a request whose grammar still compiles computes its prompt meanwhile, and waits (if
+    # it must) only to sample its first token; False: it waits to be scheduled at all.
+    # None: on GPU only -- on CPU the prompt and the compile share the cores (2 cores:
+    # time to first token 1.1-1.26x longer with it, benchmarks/compile_overlap.py)
+    prefill_while_compiling: bool | None = None
     overlap_masks: bool | None = None  # masks before the forward pass; None: on GPU only
     cuda_graphs: bool = True  # replay captured decode steps (GPU)
     keep_freed_memory: bool = True  # CPU: glibc keeps freed step buffers for reuse (engine.host_memory)

@@ -88,6 +88,8 @@ class Engine:
                 self.runner.capture_decode_graphs(self.scheduler.max_num_seqs, self.max_model_len)
         self.sampler = Sampler()
         self.jump_forward = config.jump_forward
+        self.prefill_while_compiling = (on_gpu if config.prefill_while_compiling is None
+                                        else config.prefill_while_compiling)
         # Masks are filled in worker threads (engine.masks); a late one holds up only its
         # own request. They start before the forward pass on GPU, where it runs
         # asynchronously, and after it on CPU, where both would share the same cores.
@@ -149,6 +151,8 @@ class Engine:
         if grammar is not None and hasattr(grammar, "done"):  # a Future: compiling
             request.grammar_future = grammar
             self.compiling.append(request)
+            if self.prefill_while_compiling:
+                self.scheduler.add(request)  # its prompt is computed while the grammar compiles
             self._admit_compiled()
             return request_id
         if grammar is not None:
@@ -158,7 +162,9 @@ class Engine:
         return request_id
 
     def _admit_compiled(self) -> list[RequestOutput]:
-        """Queue requests whose grammar finished compiling; fail those whose compile failed."""
+        """Give the requests whose grammar finished compiling their matcher: queue those
+        that waited to be scheduled, and start the first mask of those whose prompt is
+        computed (held, `_hold`). Fail those whose compile failed."""
         failed = []
         for request in [r for r in self.compiling if r.grammar_future.done()]:
             self.compiling.remove(request)
@@ -168,12 +174,25 @@ class Engine:
             except Exception as exc:  # the compile's own error, reported to the caller
                 request.error = str(exc) or type(exc).__name__
                 request.finish_reason = "error"
-                request.status = Status.FINISHED
-                self.requests.pop(request.request_id, None)
+                self._fail_compiled(request)
                 failed.append(self._output(request))
                 continue
-            self.scheduler.add(request)
+            if not self.prefill_while_compiling:
+                self.scheduler.add(request)
+            elif request.awaiting_mask:
+                self.masks.submit([request])
         return failed
+
+    def _fail_compiled(self, request: Request) -> None:
+        """End a request whose grammar failed to compile, wherever it waited."""
+        if request in self._held:
+            self._held.remove(request)
+            request.held_logits = None
+        if self.prefill_while_compiling:
+            self._finish(request)  # frees the blocks its prompt took
+        else:
+            request.status = Status.FINISHED
+            self.requests.pop(request.request_id, None)
 
     def check_prompt(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> list[int]:
         prompt = [int(t) for t in prompt_token_ids]
@@ -241,6 +260,7 @@ class Engine:
         logits = self.runner.execute(plan.chunks)
         self.masks.submit(constrained)
         late = self.masks.wait(constrained, patience(time.perf_counter() - started)) if constrained else []
+        late += [r for r in sampling if r.matcher is None and r.grammar_future is not None]  # still compiling
         for chunk in plan.chunks:
             self.scheduler.on_computed(chunk)
         if late:
@@ -257,14 +277,15 @@ class Engine:
 
     def _idle(self, reported: bool) -> None:
         """Nothing to run: wait a moment for a compile or the grammar instead of spinning."""
-        jobs = [r.mask_job for r in self._held] + [r.jump_job for r in self._jumping]
+        jobs = [r.mask_job for r in self._held if r.mask_job is not None] + [r.jump_job for r in self._jumping]
         if jobs:
-            self.masks.wait_any(jobs, 0.005)
+            self.masks.wait_any(jobs, 0.001 if self.compiling else 0.005)
         elif self.compiling and not reported:
             time.sleep(0.001)
 
     def _hold(self, late: list[Request], logits: torch.Tensor, sampling: list[Request]):
-        """Keep the logits rows of requests whose masks are late; the rest go on."""
+        """Keep the logits rows of requests whose masks are late (or whose grammar still
+        compiles: its first mask starts once it is there); the rest go on."""
         late_ids = {id(r) for r in late}
         keep = [i for i, r in enumerate(sampling) if id(r) not in late_ids]
         for i, request in enumerate(sampling):
@@ -275,7 +296,7 @@ class Engine:
 
     def _sample_held(self) -> list[RequestOutput]:
         """Sample the held requests whose masks are now ready (aborted ones are dropped)."""
-        ready = [r for r in self._held if r.is_finished or r.mask_job.done()]
+        ready = [r for r in self._held if r.is_finished or (r.mask_job is not None and r.mask_job.done())]
         if not ready:
             return []
         self._held = [r for r in self._held if r not in ready]

@@ -213,7 +213,17 @@ def test_a_late_mask_holds_up_only_its_own_request(engine):
 # -- grammars that are still compiling -------------------------------------------------
 
 
-def test_compiling_grammar_waits_beside_the_batch_and_failures_are_reported(engine):
+@pytest.fixture(params=[True, False], ids=["prefill-while-compiling", "wait-to-be-scheduled"])
+def compile_overlap(engine, request):
+    """The engine with each setting of `prefill_while_compiling`, restored after."""
+    before = engine.prefill_while_compiling
+    engine.prefill_while_compiling = request.param
+    yield engine
+    engine.prefill_while_compiling = before
+
+
+def test_compiling_grammar_waits_beside_the_batch_and_failures_are_reported(compile_overlap):
+    engine = compile_overlap
     pending: Future = Future()
     failing: Future = Future()
     prompt = chat_ids(engine, "Describe a person.", PROFILE)
@@ -229,6 +239,55 @@ def test_compiling_grammar_waits_beside_the_batch_and_failures_are_reported(engi
     assert finished[failing_id].finish_reason == "error" and "/properties/x" in finished[failing_id].error
     jsonschema.validate(json.loads(finished[waiting_id].text), PROFILE)
     assert finished[other].finish_reason in ("stop", "length")
+    assert engine.blocks.stats().used == 0
+
+
+@pytest.fixture
+def prefill_while_compiling(engine):
+    """The engine with its prompts computed while their grammar compiles (on GPU by default)."""
+    before = engine.prefill_while_compiling
+    engine.prefill_while_compiling = True
+    yield engine
+    engine.prefill_while_compiling = before
+
+
+def test_a_prompt_is_computed_while_its_grammar_compiles(prefill_while_compiling):
+    """The prompt of a request whose grammar is still compiling is computed beside the
+    batch; the request then holds its logits, samples nothing and keeps its blocks until
+    the grammar is there, and samples from those logits under the grammar's first mask:
+    the same output as a request given the compiled grammar at once. A compile that
+    fails after the prompt was computed frees its blocks."""
+    engine = prefill_while_compiling
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                               "population": {"type": "integer"}},
+              "required": ["city", "population"], "additionalProperties": False}
+    prompt = chat_ids(engine, "Name a large city and its population.", schema)
+    grammar = structgen.compile_json_schema(schema, engine.vocab)
+    params = SamplingParams(max_tokens=40, temperature=0.0)
+    direct = engine.add_request(prompt, params, grammar=grammar)
+    expected = run_to_completion(engine)[direct]
+
+    pending, failing = Future(), Future()
+    waiting_id = engine.add_request(prompt, params, grammar=pending)
+    failing_id = engine.add_request(chat_ids(engine, "Another city, please."), params, grammar=failing)
+    stream = engine.add_request(chat_ids(engine, "Tell a story."),
+                                SamplingParams(max_tokens=30, temperature=0.0, ignore_eos=True))
+    stream_tokens = 0
+    for _ in range(6):
+        stream_tokens += sum(len(o.new_token_ids) for o in engine.step() if o.request_id == stream)
+    waiting, failed = engine.requests[waiting_id], engine.requests[failing_id]
+    for request in (waiting, failed):
+        assert request.num_computed_tokens == request.num_prompt_tokens  # computed while compiling
+        assert request.awaiting_mask and request.matcher is None and request.num_output_tokens == 0
+    assert stream_tokens >= 4  # the batch went on beside them
+    failing.set_exception(structgen.SchemaError("bad schema", "/properties/city"))
+    reported = {o.request_id: o for o in engine.step()}
+    assert reported[failing_id].finish_reason == "error" and "/properties/city" in reported[failing_id].error
+    assert failing_id not in engine.requests and not failed.block_table
+    pending.set_result(grammar)
+    finished = run_to_completion(engine)
+    assert finished[waiting_id].token_ids == expected.token_ids
+    jsonschema.validate(json.loads(finished[waiting_id].text), schema)
     assert engine.blocks.stats().used == 0
 
 

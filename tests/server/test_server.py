@@ -145,6 +145,32 @@ def test_invalid_schema_is_a_400_with_a_pointer(client, model):
     assert "/properties/age" in body["message"] and body["param"] == "response_format.json_schema.schema"
 
 
+@pytest.mark.parametrize("prefill", [True, False], ids=["prefill-while-compiling", "prompt-waits"])
+def test_a_request_handed_over_while_compiling_ends_with_its_compile(client, runner, model, prefill):
+    """The server gives the engine a request as its grammar starts compiling. A compile
+    error is still a 400 before any output, streamed or not, and leaves no request in
+    flight and no KV block taken; a good schema's output validates, whether the engine
+    computes the prompt meanwhile or waits."""
+    before = runner.engine.prefill_while_compiling
+    runner.engine.prefill_while_compiling = prefill
+    try:
+        bad = {"type": "object", "properties": {"age": {"type": "integer", "minimum": "zero"}}}
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError, match="/properties/age"):
+                client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}],
+                                               response_format=json_format(bad), stream=stream)
+        assert wait_until_idle(runner, timeout=30)
+        assert runner.engine.blocks.stats().used == 0
+        good = {"type": "object", "properties": {"size": {"type": "integer", "minimum": 0, "maximum": 99}},
+                "required": ["size"], "additionalProperties": False}
+        reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "A size?"}],
+                                               response_format=json_format(good), max_tokens=30, temperature=0)
+        assert reply.choices[0].finish_reason == "stop"
+        jsonschema.validate(json.loads(reply.choices[0].message.content), good)
+    finally:
+        runner.engine.prefill_while_compiling = before
+
+
 def test_unsupported_keyword_is_named(client, model):
     schema = {"type": "string", "maxLenght": 3}
     with pytest.raises(openai.BadRequestError, match="maxLenght"):
