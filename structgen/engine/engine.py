@@ -26,7 +26,7 @@ from structgen.engine.jump_forward import RETOKENIZED_TAIL, Jump, plan_jump
 from structgen.engine.masks import MIN_PATIENCE_S, GrammarMasks, patience
 from structgen.engine.models.loader import load_model
 from structgen.engine.models.quantization import AUTO, FLOAT, NATIVE, check_fp8_device, quantize_model
-from structgen.engine.request import Request, RequestOutput, Status
+from structgen.engine.request import Request, RequestOutput
 from structgen.engine.runner import ModelRunner
 from structgen.engine.sampler import Sampler, SamplerRow
 from structgen.engine.sampling_params import InvalidParameterError, SamplingParams
@@ -177,22 +177,19 @@ class Engine:
                 self._fail_compiled(request)
                 failed.append(self._output(request))
                 continue
-            if not self.prefill_while_compiling:
-                self.scheduler.add(request)
+            if request not in self.scheduler.running and request not in self.scheduler.waiting:
+                self.scheduler.add(request)  # it waited to be scheduled at all
             elif request.awaiting_mask:
                 self.masks.submit([request])
         return failed
 
     def _fail_compiled(self, request: Request) -> None:
-        """End a request whose grammar failed to compile, wherever it waited."""
+        """End a request whose grammar failed to compile, wherever it waited (its prompt's
+        blocks, if it took any, are freed)."""
         if request in self._held:
             self._held.remove(request)
             request.held_logits = None
-        if self.prefill_while_compiling:
-            self._finish(request)  # frees the blocks its prompt took
-        else:
-            request.status = Status.FINISHED
-            self.requests.pop(request.request_id, None)
+        self._finish(request)
 
     def check_prompt(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> list[int]:
         prompt = [int(t) for t in prompt_token_ids]
