@@ -279,15 +279,11 @@ class CharNFA:
             if a in self.finals and b in other.finals:
                 finals.add(i)
             out = []
-            for cs1, a2 in self.edges[a]:
-                for cs2, b2 in other.edges[b]:
-                    cs = C.intersect(cs1, cs2)
-                    if cs:
-                        key = (a2, b2)
-                        if key not in index:
-                            index[key] = len(order)
-                            order.append(key)
-                        out.append((cs, index[key]))
+            for cs, key in _edge_pairs(self.edges[a], other.edges[b]):
+                if key not in index:
+                    index[key] = len(order)
+                    order.append(key)
+                out.append((cs, index[key]))
             edges.append(out)
             i += 1
             if len(order) > 200_000:
@@ -417,6 +413,26 @@ class CharNFA:
                     pairs.append(key)
                 edges.append((i, index[key], css))
         return pairs, index, edges
+
+
+def _edge_pairs(left: list, right: list) -> list[tuple[tuple, tuple[int, int]]]:
+    """The edges of a product state: (the characters both edges take, (the two targets)),
+    in the order of `left`'s edges, then `right`'s. A side whose one edge takes every
+    character (the sink of `excluding_nfa`, where most of a product's states are) keeps
+    the other side's sets as they are."""
+    if len(right) == 1 and right[0][0] == C.ANY_CHAR:
+        target = right[0][1]
+        return [(cs, (a2, target)) for cs, a2 in left if cs]
+    if len(left) == 1 and left[0][0] == C.ANY_CHAR:
+        target = left[0][1]
+        return [(cs, (target, b2)) for cs, b2 in right if cs]
+    pairs = []
+    for cs1, a2 in left:
+        for cs2, b2 in right:
+            cs = C.intersect(cs1, cs2)
+            if cs:
+                pairs.append((cs, (a2, b2)))
+    return pairs
 
 
 @functools.lru_cache(maxsize=512)
