@@ -230,24 +230,34 @@ class Objects:
             return ir.alt(*classes) if classes else None
         if not pats and pn_nfa is None:
             body = body_except(taken_list)
+        elif pn_nfa is None:  # the same members and patterns met again: the same keys
+            key = ("unmatched keys", tuple(taken_list), tuple(sorted(pats)))
+            body = self.body_cache.get(key)
+            if body is None:
+                body = self.body_cache[key] = self._unmatched_keys(taken_list, pats, None)
         else:
-            keys = excluding_nfa(taken_list)
-            if pats:
-                try:
-                    keys = keys.intersect(_matching_none({pat: e["nfa"] for pat, e in pats.items()}))
-                except GrammarTooLargeError:
-                    first_taken = C.NO_CHAR
-                    empty_ok = True
-                    for e in pats.values():
-                        first_taken = C.union(first_taken, e["nfa"].first_chars())
-                        empty_ok = empty_ok and e["nfa"].start not in e["nfa"].finals
-                    keys = excluding_nfa(taken_list, first=C.difference(C.ANY_CHAR, first_taken), allow_empty=empty_ok)
-            if pn_nfa is not None:
-                keys = keys.intersect(pn_nfa)
-            body = keys.to_ir(max_states=budget, tick=self.tick)
+            body = self._unmatched_keys(taken_list, pats, pn_nfa)
         if not ir.is_nothing(body):
             classes.append(ir.seq(ir.lit('"'), body, ir.lit('"'), colon, v))
         return ir.alt(*classes) if classes else None
+
+    def _unmatched_keys(self, taken_list: list[str], pats: dict, pn_nfa: CharNFA | None) -> ir.Node:
+        """The body of a key that is none of `taken_list`, matches none of the patterns
+        `pats` (pattern -> its entry) and satisfies propertyNames (`pn_nfa`, or None)."""
+        keys = excluding_nfa(taken_list)
+        if pats:
+            try:
+                keys = keys.intersect(_matching_none({pat: e["nfa"] for pat, e in pats.items()}))
+            except GrammarTooLargeError:
+                first_taken = C.NO_CHAR
+                empty_ok = True
+                for e in pats.values():
+                    first_taken = C.union(first_taken, e["nfa"].first_chars())
+                    empty_ok = empty_ok and e["nfa"].start not in e["nfa"].finals
+                keys = excluding_nfa(taken_list, first=C.difference(C.ANY_CHAR, first_taken), allow_empty=empty_ok)
+        if pn_nfa is not None:
+            keys = keys.intersect(pn_nfa)
+        return keys.to_ir(max_states=self.options.max_states, tick=self.tick)
 
 
 # The keys that match none of some patternProperties patterns, by the patterns: the
