@@ -110,6 +110,7 @@ class SchemaCompiler(Normalizing, Negating, Disjointness, Combinators, Literals,
 
         A value met again while it is being compiled is a recursive schema: the inner
         use becomes an `ir.Ref` whose target is set once the outer one is built."""
+        items = self.through_refs(items)
         key = (tuple(id(it[0]) for it in items), self.style.depth_key(depth))
         if self.options.strict_pointers:  # one subschema object may sit both in and out of a strict part
             key += (tuple(self.strict_at(it[1]) for it in items),)
@@ -146,6 +147,26 @@ class SchemaCompiler(Normalizing, Negating, Disjointness, Combinators, Literals,
         self.cache[key] = node
         return node
 
+    def through_refs(self, items: list) -> list:
+        """`items` with each schema that is only a `$ref` (and annotations) replaced by
+        what it refers to: the value of a definition is then compiled once, whichever
+        of the places that refer to it meets it first, and not once per place. Left as
+        they are where a chain of such references loops (normalizing reports the loop),
+        and under strict pointers (whether a place is strict depends on where it is)."""
+        if self.options.strict_pointers:
+            return items
+        out = []
+        for raw, ptr, chain in items:
+            seen = set()
+            while isinstance(raw, dict) and _only_a_ref(effective := self.resolver.effective(raw)):
+                target, tptr = self.resolver.resolve(effective["$ref"], effective, ptr + "/$ref")  # as `ingest` does
+                if tptr in seen:
+                    return items
+                seen.add(tptr)
+                raw, ptr = target, tptr
+            out.append((raw, ptr, chain))
+        return out
+
     # ------------------------------------------------------------ compile a normalized schema
 
     def compile_normalized(self, s: Normalized, depth: int) -> ir.Node:
@@ -176,3 +197,14 @@ class SchemaCompiler(Normalizing, Negating, Disjointness, Combinators, Literals,
         if "object" in kinds:
             parts.append(self.lower_object(s, depth))
         return ir.alt(*parts)
+
+
+# Keywords beside a `$ref` that change nothing about the values it allows, nor where its
+# references lead (unlike `$id`, `$anchor`, `$defs`).
+_PURE_ANNOTATIONS = frozenset({"title", "description", "examples", "example", "default", "$comment", "deprecated",
+                               "readOnly", "writeOnly", "markdownDescription"})
+
+
+def _only_a_ref(raw: dict) -> bool:
+    """Whether a schema object is a `$ref` and pure annotations."""
+    return "$ref" in raw and all(key == "$ref" or key in _PURE_ANNOTATIONS or key.startswith("x-") for key in raw)
