@@ -178,14 +178,14 @@ def start_compile(spec: OutputSpec, vocab: Any) -> Compile | None:
     return Compile(spec, vocab) if spec.kind is not None else None
 
 
-async def wait_compiled(compile: Compile | None,
+async def wait_compiled(compiling: Compile | None,
                         client_gone: Callable[[], Awaitable[bool]] | None = None) -> tuple[Any, float, bool]:
     """(compiled grammar or None, seconds, cache hit), or the compile's error. Once
     `client_gone()` says the client left, the compile is cancelled (its worker stopped)
     and CompileCancelledError is raised."""
-    if compile is None:
+    if compiling is None:
         return None, 0.0, False
-    waited = asyncio.wrap_future(compile.future)
+    waited = asyncio.wrap_future(compiling.future)
     waited.add_done_callback(_consume_result)  # read here too, in case nobody awaits it any more
     try:
         while not (await asyncio.wait({waited}, timeout=CLIENT_CHECK_S))[0]:
@@ -193,10 +193,10 @@ async def wait_compiled(compile: Compile | None,
                 raise CompileCancelledError("the client disconnected while its grammar compiled")
         grammar = waited.result()
     except BaseException:  # the client left, or this request was cancelled
-        compile.cancel.set()
+        compiling.cancel.set()
         raise
-    hit = structgen.cache_info()["hits"] > compile.hits_before
-    return grammar, time.perf_counter() - compile.started, hit
+    hit = structgen.cache_info()["hits"] > compiling.hits_before
+    return grammar, time.perf_counter() - compiling.started, hit
 
 
 # Compiles in flight at once; more wait their turn (a compile is bounded by its own
