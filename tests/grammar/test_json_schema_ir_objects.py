@@ -201,6 +201,32 @@ def test_property_names():
     )
 
 
+def test_names_that_require_the_same_properties_allow_exactly_what_each_one_does():
+    """dependentRequired {a: [c, d], b: [c, d], e: [c]}: a and b share one disjunction (all
+    of c, d present, or neither a nor b), e has its own. Every object over those five
+    names, in schema order and in any order, is accepted exactly when jsonschema
+    accepts it."""
+    import itertools
+
+    import jsonschema
+
+    names = ["a", "b", "c", "d", "e"]
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "integer"} for n in names},
+        "dependentRequired": {"a": ["c", "d"], "b": ["d", "c"], "e": ["c"]},
+        "additionalProperties": False,
+    }
+    objects = [{n: 1 for n in keep} for r in range(len(names) + 1) for keep in itertools.combinations(names, r)]
+    valid = [o for o in objects if jsonschema.Draft202012Validator(schema).is_valid(o)]
+    invalid = [o for o in objects if o not in valid]
+    assert len(valid) == 12 and len(invalid) == 20  # c, d: 8; c alone: 2 (e or not); neither c: 2 (d or not)
+    check(schema, accepted=valid, rejected=invalid)
+    reordered = [dict(reversed(list(o.items()))) for o in objects]
+    check(schema, accepted=[o for o in reordered if o in valid], rejected=[o for o in reordered if o in invalid],
+          property_order="any")
+
+
 def test_dependencies():
     schema = {
         "type": "object",

@@ -261,27 +261,42 @@ class Normalizing:
     def _dependencies(self, s: Normalized, key: str, v: Any, kp: str, chain: tuple) -> None:
         if not isinstance(v, dict):
             raise SchemaError(f"{key} must be an object", kp)
+        # names -> the properties they require: names requiring the same ones are one
+        # disjunction of two branches, not one each (2^n branches once expanded)
+        requiring: dict[tuple[str, ...], list[tuple[str, str]]] = {}
         for name, dep in v.items():
             dp = f"{kp}/{pointer_token(name)}"
-            absent = synthesized(types=frozenset({"object"}), forbidden={name})
             if isinstance(dep, list) and key != "dependentSchemas":
                 if not all(isinstance(x, str) for x in dep):
                     raise SchemaError("dependency must be an array of strings", dp)
-                need = [n for n in dep if n != name]
-                if not need:
-                    continue
-                present = synthesized(required={n: dp for n in need + [name]})
-                s.add_group(Disjunction(key, [[(absent, dp, chain)], [(present, dp, chain)]], dp, chain))
+                need = tuple(dict.fromkeys(n for n in dep if n != name))
+                if need:
+                    requiring.setdefault(need, []).append((name, dp))
             elif key != "dependentRequired":
                 self.check_schema(dep, dp)
                 if dep is True:
                     continue
+                absent = synthesized(types=frozenset({"object"}), forbidden={name})
                 present = synthesized(required={name: dp})
                 s.add_group(
                     Disjunction(key, [[(absent, dp, chain)], [(present, dp, chain), (dep, dp, chain)]], dp, chain)
                 )
             else:
                 raise SchemaError("dependentRequired values must be arrays of strings", dp)
+        for need, names in requiring.items():
+            self._required_together(s, key, need, names, chain)
+
+    @staticmethod
+    def _required_together(s: Normalized, key: str, need: tuple[str, ...], names: list[tuple[str, str]],
+                           chain: tuple) -> None:
+        """Each of `names` ((name, pointer)) requires every property of `need`: the object
+        has all of `need`, or none of `names` (for one name: it is absent, or it and
+        `need` are present, as the keyword reads). None of `names` is in `need`."""
+        dp = names[0][1]
+        absent = synthesized(types=frozenset({"object"}), forbidden={name for name, _ in names})
+        required = need + (names[0][0],) if len(names) == 1 else need
+        present = synthesized(required={n: dp for n in required})
+        s.add_group(Disjunction(key, [[(absent, dp, chain)], [(present, dp, chain)]], dp, chain))
 
     def parse_type(self, v: Any, kp: str) -> frozenset:
         names = v if isinstance(v, list) else [v]
