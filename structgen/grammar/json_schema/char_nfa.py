@@ -11,6 +11,7 @@ lengths. Must not know schemas or the compiler: patterns in, NFAs and IR out.
 from __future__ import annotations
 
 import functools
+from typing import Iterator
 
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import charset as C
@@ -304,7 +305,6 @@ class CharNFA:
     def complement(self, limit: int = 20_000) -> "CharNFA":
         """Every string this NFA rejects: subset construction over code point atoms
         into a complete DFA (with a dead state), finals flipped."""
-        top = C.MAX_CODE_POINT + 1
         start = frozenset([self.start])
         index = {start: 0}
         order = [start]
@@ -315,16 +315,8 @@ class CharNFA:
             cur = order[i]
             if cur & self.finals:
                 accepting.add(i)
-            pairs = [(cs, d) for q in cur for cs, d in self.edges[q]]
-            cuts = {0, top}
-            for cs, _ in pairs:
-                for lo, hi in cs:
-                    cuts.add(lo)
-                    cuts.add(hi + 1)
-            cuts = sorted(cuts)
             groups: dict[frozenset, list] = {}
-            for a, b in zip(cuts, cuts[1:]):
-                tgt = frozenset(d for cs, d in pairs if C.contains(cs, a))
+            for a, b, tgt in _atoms(self.edges[q] for q in cur):
                 groups.setdefault(tgt, []).append((a, b - 1))
             out = []
             for tgt, ranges in groups.items():
@@ -413,6 +405,24 @@ class CharNFA:
                     pairs.append(key)
                 edges.append((i, index[key], css))
         return pairs, index, edges
+
+
+def _atoms(edge_lists) -> Iterator[tuple[int, int, frozenset]]:
+    """The code points 0..MAX_CODE_POINT cut where some edge's ranges start or end:
+    (first, one past the last, the targets of the edges that take them), ascending. A
+    sweep: each cut changes the edges under way by those starting or ending there."""
+    changes: dict[int, list[tuple[int, int]]] = {}
+    for edges in edge_lists:
+        for cs, target in edges:
+            for lo, hi in cs:
+                changes.setdefault(lo, []).append((target, 1))
+                changes.setdefault(hi + 1, []).append((target, -1))
+    cuts = sorted({0, C.MAX_CODE_POINT + 1} | changes.keys())
+    under_way: dict[int, int] = {}
+    for a, b in zip(cuts, cuts[1:]):
+        for target, step in changes.get(a, ()):
+            under_way[target] = under_way.get(target, 0) + step
+        yield a, b, frozenset(t for t, n in under_way.items() if n > 0)
 
 
 def _edge_pairs(left: list, right: list) -> list[tuple[tuple, tuple[int, int]]]:
