@@ -344,7 +344,7 @@ class CharNFA:
                 f"string pattern with length bounds needs {self.n * (cap + 1):,} states (over {max_states:,})"
             )
         targets = self._targets()
-        order, _, merged = self._count_product(targets, cap, max_len, tick)
+        order, merged = self._count_product(targets, cap, max_len, tick)
         finals = [k for k, (s, c) in enumerate(order) if s in self.finals and c >= min_len]
         if not finals:
             return ir.NOTHING
@@ -384,11 +384,13 @@ class CharNFA:
         return out
 
     def _count_product(self, targets: list[list[tuple[int, list]]], cap: int, stop: int | None = None,
-                       tick=None) -> tuple[list[tuple[int, int]], dict, list[tuple[int, int, list]]]:
+                       tick=None) -> tuple[list[tuple[int, int]], list[tuple[int, int, list]]]:
         """The graph over (state, characters read) pairs reachable from (start, 0), the
         count saturating at `cap` and no pair left once its count reaches `stop`: the
-        pairs by number (in the order met), their numbers, and the edges between
-        numbers with the char sets of each (`targets`, from `_targets`)."""
+        pairs by number (in the order met), and the edges between numbers with the char
+        sets of each (`targets`, from `_targets`)."""
+        if cap == 0 and stop is None:
+            return self._renumbered(targets, tick)
         index: dict[tuple[int, int], int] = {(self.start, 0): 0}
         pairs = [(self.start, 0)]
         edges: list[tuple[int, int, list]] = []
@@ -404,7 +406,26 @@ class CharNFA:
                     index[key] = len(pairs)
                     pairs.append(key)
                 edges.append((i, index[key], css))
-        return pairs, index, edges
+        return pairs, edges
+
+    def _renumbered(self, targets: list[list[tuple[int, list]]],
+                    tick=None) -> tuple[list[tuple[int, int]], list[tuple[int, int, list]]]:
+        """`_count_product` where nothing is counted (every pair's count is 0): the
+        states reachable from the start, numbered in the order met, by a list."""
+        number = [-1] * self.n
+        number[self.start] = 0
+        states = [self.start]
+        edges: list[tuple[int, int, list]] = []
+        for i, s in enumerate(states):  # (grows while it runs)
+            if tick is not None and not (i + 1) & 1023:
+                tick()
+            for t, css in targets[s]:
+                k = number[t]
+                if k < 0:
+                    k = number[t] = len(states)
+                    states.append(t)
+                edges.append((i, k, css))
+        return [(s, 0) for s in states], edges
 
 
 def _atoms(edge_lists) -> Iterator[tuple[int, int, frozenset]]:
