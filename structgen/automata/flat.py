@@ -372,6 +372,9 @@ HASH_VALUE = 5  # a hash slot: tag, 4 keys, value (-1: empty), in one row (one c
 
 
 def _new_store() -> list[np.ndarray]:
+    """An empty store. Its hash table starts at 8,192 slots: starting at 2,048 saved a
+    median compile ~17 us of filling, but the tables that then grew while decoding put
+    MaskBench's TBM p99 up ~10% (56 against 50 us)."""
     meta = np.zeros(8, dtype=np.int64)
     meta[M_FRAMES] = meta[M_ITEMS] = 1  # frame 0 is DONE, item 0 is ACCEPT
     return [

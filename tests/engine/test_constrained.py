@@ -242,22 +242,14 @@ def test_compiling_grammar_waits_beside_the_batch_and_failures_are_reported(comp
     assert engine.blocks.stats().used == 0
 
 
-@pytest.fixture
-def prefill_while_compiling(engine):
-    """The engine with its prompts computed while their grammar compiles (on GPU by default)."""
-    before = engine.prefill_while_compiling
-    engine.prefill_while_compiling = True
-    yield engine
-    engine.prefill_while_compiling = before
-
-
-def test_a_prompt_is_computed_while_its_grammar_compiles(prefill_while_compiling):
+@pytest.mark.parametrize("compile_overlap", [True], ids=["prefill-while-compiling"], indirect=True)
+def test_a_prompt_is_computed_while_its_grammar_compiles(compile_overlap):
     """The prompt of a request whose grammar is still compiling is computed beside the
     batch; the request then holds its logits, samples nothing and keeps its blocks until
     the grammar is there, and samples from those logits under the grammar's first mask:
     the same output as a request given the compiled grammar at once. A compile that
     fails after the prompt was computed frees its blocks."""
-    engine = prefill_while_compiling
+    engine = compile_overlap
     schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
                                                "population": {"type": "integer"}},
               "required": ["city", "population"], "additionalProperties": False}
