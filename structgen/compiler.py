@@ -309,7 +309,7 @@ def _build(
 ) -> CompiledGrammar:
     kernels.require()  # one clear error where the compiled kernels are not built
     if _flat_automaton():
-        FlatDFA.body_exits(token_trie(vocab))  # the vocabulary's tables, made once, outside the budget
+        FlatDFA.vocabulary_tables(token_trie(vocab))  # made once, outside the budget
     with background.busy(), gc_pause.paused():
         return _built(kind, source, make_ir, vocab, max_states, max_dfa_states, timeout_s)
 

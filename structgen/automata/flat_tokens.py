@@ -14,9 +14,9 @@ quote, found once per vocabulary -- and the tokens that close the string and go 
 walked from the state after the quote through a trie of what they read there: its own
 row, the rows of its multi-byte characters and escapes, and the walk of their ~1,700
 trie nodes are not needed. A state counting the characters of a string under a
-maxLength that only a long token could reach (`SHORT_TWIN_BYTES`) takes its twin's mask
-for the short tokens and walks the long ones without building rows
-(`token_kernels.sliced_tokens` with `stepping`).
+maxLength that only a long token could reach (`SHORT_TWIN_BYTES`, or the longest of
+`SHORT_TWIN_CUTS` that holds) takes its twin's mask for the short tokens and walks the
+long ones without building rows (`token_kernels.sliced_tokens` with `stepping`).
 Must not know about the engine or the matcher.
 """
 
@@ -44,6 +44,11 @@ from structgen.grammar.charset import json_body_ir
 # the rows of every count its tokens reach, ~3,000 states in one step of a word-count
 # pattern under a maxLength of 100, while its twin's mask is shared by every count.
 SHORT_TWIN_BYTES = 16
+# ... and where its count cannot bind within a longer cut either, the longest of these
+# that holds is used: the long tokens are walked without rows, a few microseconds a
+# byte, so that a count 24 characters into a maxLength of 100 walks SmolLM2's 7 tokens
+# over 64 bytes rather than its 155 over 16 (13 -> under 1 ms).
+SHORT_TWIN_CUTS = (64, 48, 32, 24)
 
 
 @dataclass(frozen=True)
@@ -100,11 +105,20 @@ class FlatTokens(TableTokens):
             shared = twin_tokens(closed)
             return StateTokens(words=shared.words, num_allowed=shared.num_allowed, rows_built=False)
         if allowed == NOT_PLAIN_SHORT_TWIN:  # ... within a short token: the twin's for those
-            return _sliced_flat(self, _short_twin_walk(trie, sid, twin_tokens(closed)), stepping=True)
+            cut = self.short_twin_cut(sid, trie.longest)
+            return _sliced_flat(self, _short_twin_walk(trie, sid, twin_tokens(closed), cut), stepping=True)
         walk, _ = self.sliced_walk(trie, sid, (allowed, free, closed))
         if walk is not None:
             return _sliced_flat(self, walk)
         return self._walked_state_tokens(trie, sid, None, tokens_of, siblings)
+
+    def short_twin_cut(self, sid: int, longest: int) -> int:
+        """For a NOT_PLAIN_SHORT_TWIN state, the longest cut (of SHORT_TWIN_CUTS, under
+        `longest`, else SHORT_TWIN_BYTES) within which its count cannot bind."""
+        for cut in SHORT_TWIN_CUTS:
+            if cut < longest and self.twin_of(sid, cut) >= 0:
+                return cut
+        return SHORT_TWIN_BYTES
 
     def sliced_walk(self, trie: TokenTrie, sid: int, known: tuple) -> tuple["SlicedWalk | None", tuple]:
         """See TableTokens.sliced_walk: for a state inside a JSON string (`BodyExits`),
@@ -182,6 +196,16 @@ class FlatTokens(TableTokens):
                 words))
 
     @classmethod
+    def vocabulary_tables(cls, trie: TokenTrie) -> None:
+        """Make what masks share across grammars for one vocabulary, once: its BodyExits
+        and its tokens cut at each short-twin length (~1 ms each), so that no decoding
+        step pays for them."""
+        cls.body_exits(trie)
+        for cut in (SHORT_TWIN_BYTES, *SHORT_TWIN_CUTS):
+            if cut < trie.longest:
+                trie.length_split(cut)
+
+    @classmethod
     def body_exits(cls, trie: TokenTrie) -> BodyExits | None:
         """The BodyExits of a vocabulary (made on first use, ~0.2 s: the compiler makes
         them before its budget starts; None where no token goes on after a string's
@@ -230,10 +254,10 @@ def _plain_inputs(dfa: FlatTokens, trie: TokenTrie, twins: bool) -> tuple:
             dfa.flat.g_counted, dfa.flat.node_twin, longest, shorter)
 
 
-def _short_twin_walk(trie: TokenTrie, sid: int, twin: StateTokens) -> SlicedWalk:
-    """The walk of a NOT_PLAIN_SHORT_TWIN state: its twin's tokens of at most
-    SHORT_TWIN_BYTES bytes, unwalked, then the longer tokens walked from the state."""
-    split = trie.length_split(SHORT_TWIN_BYTES)
+def _short_twin_walk(trie: TokenTrie, sid: int, twin: StateTokens, cut: int) -> SlicedWalk:
+    """The walk of a NOT_PLAIN_SHORT_TWIN state: its twin's tokens of at most `cut`
+    bytes, unwalked, then the longer tokens walked from the state."""
+    split = trie.length_split(cut)
     words = twin.words.view(np.uint32) & split.short
     return SlicedWalk(split.long, words, int(np.bitwise_count(words).sum()), sid, False, -1)
 

@@ -173,12 +173,12 @@ def test_short_twin_masks_equal_the_states_own(smollm2_vocab, index):
     """Past the zone of the longest token but within that of SHORT_TWIN_BYTES, a state
     takes its twin's mask for short tokens and walks the long ones without building
     rows: random walks find its mask equal, token for token, to its own full walk."""
-    from structgen.automata.flat_tokens import SHORT_TWIN_BYTES
+    from structgen.automata.flat_tokens import SHORT_TWIN_BYTES, SHORT_TWIN_CUTS
 
     grammar = structgen.compile_json_schema(SCHEMAS[index], smollm2_vocab, warm_s=0)
     rng = random.Random(100 + index)
     mask = structgen.allocate_bitmask(1, smollm2_vocab.vocab_size)
-    longest, short = grammar._trie.longest, 0
+    longest, short, cut_longer = grammar._trie.longest, 0, 0
     for _ in range(40):
         matcher = grammar.matcher()
         for _ in range(60):
@@ -191,6 +191,7 @@ def test_short_twin_masks_equal_the_states_own(smollm2_vocab, index):
                 own = dfa.state_tokens(grammar._trie, state).words
                 assert np.array_equal(mask[0, : own.size], own), f"state {state}: short-twin mask differs"
                 short += 1
+                cut_longer += dfa.twin_of(state, min(SHORT_TWIN_CUTS)) >= 0
             allowed = matcher.allowed_token_ids()
             # mostly short tokens, so that strings grow into the zone a few bytes at a time
             picks = [t for t in allowed.tolist() if len(smollm2_vocab.token_bytes[t] or b"") <= 4] or allowed.tolist()
@@ -199,6 +200,7 @@ def test_short_twin_masks_equal_the_states_own(smollm2_vocab, index):
                 break
             assert matcher.accept_token(token)
     assert short >= 10  # the walks met the short-twin zone
+    assert cut_longer >= 5  # ... and states whose twin holds for longer tokens than SHORT_TWIN_BYTES
 
 
 def test_a_word_count_string_past_the_zone_builds_few_states(smollm2_vocab, smollm2_tokenizer):
