@@ -11,6 +11,7 @@ does), else in the calling thread. Must not import the engine.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import threading
@@ -172,7 +173,10 @@ def _build_and_cache(key: tuple, build: Callable[[], CompiledGrammar], under_way
     except BaseException as err:
         with _cache_lock:
             del _building[key]
-        under_way.set_exception(err)
+        # A copy without the traceback for those waiting: the traceback holds this frame,
+        # which holds the future, and that cycle would keep the failed compile's IR alive
+        # until the collector's next pass.
+        under_way.set_exception(copy.copy(err))
         raise
     grammar.stats["cache_key"] = key[:2]
     with _cache_lock:

@@ -159,29 +159,31 @@ def _sequences_ir(
         for label in s:
             node = node.setdefault(label, {})
 
-    ids: dict[tuple, int] = {}
-    nodes: list[ir.Node] = []
-
-    def convert(t: dict) -> int:
-        groups: dict[int, list[tuple[int, int]]] = {}
-        for label, child in t.items():
-            groups.setdefault(convert(child), []).extend(edge_bytes(label))
-        items = sorted((ir.normalize_ranges(rs), cid) for cid, rs in groups.items())
-        key = tuple(items)
-        found = ids.get(key)
-        if found is not None:
-            return found
-        if not items:
-            node = ir.EMPTY
-        else:
-            node = ir.alt(*(ir.seq(ir.byteset(rs), nodes[cid]) for rs, cid in items))
-        ids[key] = len(nodes)
-        nodes.append(node)
-        return ids[key]
-
     if not trie:
         return ir.NOTHING
-    return nodes[convert(trie)]
+    nodes: list[ir.Node] = []
+    return nodes[_trie_node(trie, edge_bytes, {}, nodes)]
+
+
+def _trie_node(t: dict, edge_bytes: Callable, ids: dict[tuple, int], nodes: list[ir.Node]) -> int:
+    """The index in `nodes` of the IR of sub-trie `t`, made once per distinct sub-trie
+    (`ids`: its sorted (byte ranges, child index) edges -> index). A module function
+    rather than a closure, so that a compile leaves no reference cycle to collect."""
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for label, child in t.items():
+        groups.setdefault(_trie_node(child, edge_bytes, ids, nodes), []).extend(edge_bytes(label))
+    items = sorted((ir.normalize_ranges(rs), cid) for cid, rs in groups.items())
+    key = tuple(items)
+    found = ids.get(key)
+    if found is not None:
+        return found
+    if not items:
+        node = ir.EMPTY
+    else:
+        node = ir.alt(*(ir.seq(ir.byteset(rs), nodes[cid]) for rs, cid in items))
+    ids[key] = len(nodes)
+    nodes.append(node)
+    return ids[key]
 
 
 def _utf8_sequences(cs: CharSet) -> list[tuple[tuple[int, int], ...]]:
@@ -279,7 +281,9 @@ def _hex_digit_bytes(r: tuple[int, int]) -> list[tuple[int, int]]:
     return out
 
 
-@lru_cache(maxsize=4096)
+# 512: most misses are the one-off sets of string_except (its letter sets), and each
+# entry is objects every full garbage collection rescans (see _other_then_tail there).
+@lru_cache(maxsize=512)
 def hex_ir(values: CharSet, ndigits: int = 4) -> ir.Node:
     """IR for exactly `ndigits` hex digits (either case, per digit) whose value is in
     `values` (inclusive ranges inside 0..16**ndigits-1)."""

@@ -49,26 +49,15 @@ class Arrays:
             return self._array_contains(s, depth, elems, rest, lo, hi)
         if s.unique and (hi is None or hi > 1):
             return self._array_unique(s, depth, elems, rest, lo, hi)
-        sep = st.sep(depth)
-
-        def elem(i: int) -> ir.Node:
-            return elems[i] if i < k else rest
-
-        def tail(i: int) -> ir.Node:  # elements i.. each preceded by a separator
-            if hi is not None and i >= hi:
-                return ir.EMPTY
-            if i >= k:
-                return ir.rep(ir.seq(sep, rest), max(0, lo - i), None if hi is None else hi - i)
-            nxt = ir.seq(sep, elem(i), tail(i + 1))
-            return ir.alt(ir.EMPTY, nxt) if i >= lo else nxt
-
         parts = []
         if lo == 0:
             parts.append(st.empty(depth, "[", "]"))
         if k == 0 and hi is None and lo <= 1:
             parts.append(self.nonempty_list(depth, rest, "[", "]"))
         elif hi is None or hi > 0:
-            parts.append(ir.seq(ir.lit("["), st.open(depth), elem(0), tail(1), st.close(depth), ir.lit("]")))
+            first = elems[0] if k else rest
+            later = _later_elements(st.sep(depth), elems, rest, lo, hi)
+            parts.append(ir.seq(ir.lit("["), st.open(depth), first, later, st.close(depth), ir.lit("]")))
         return ir.alt(*parts)
 
     def _array_contains(self, s, depth, elems, rest, lo, hi) -> ir.Node:
@@ -186,3 +175,19 @@ class Arrays:
         if any(isinstance(v, (list, dict)) for v in vals):
             return None
         return vals
+
+
+def _later_elements(sep: ir.Node, elems: list[ir.Node], rest: ir.Node, lo: int, hi: int | None) -> ir.Node:
+    """The elements after the first, each preceded by `sep`: those of `elems` (the
+    prefix items) in order, then `rest` repeated, the count of all of them within
+    `lo..hi` (hi None: unbounded). Built from the last element back."""
+    k = len(elems)
+    end = max(1, k if hi is None else min(k, hi))  # the first index past the prefix items written out
+    if hi is not None and end >= hi:
+        node = ir.EMPTY
+    else:
+        node = ir.rep(ir.seq(sep, rest), max(0, lo - end), None if hi is None else hi - end)
+    for i in range(end - 1, 0, -1):
+        written = ir.seq(sep, elems[i], node)
+        node = ir.alt(ir.EMPTY, written) if i >= lo else written
+    return node

@@ -44,78 +44,20 @@ class CharNFA:
     @classmethod
     def from_pattern(cls, pattern: str, search: bool = True, budget: int = 1_000_000) -> "CharNFA":
         """The strings `pattern` matches (anywhere in them, with `search`)."""
-        ast = rx.parse_regex(pattern)
-        chars: list[list[tuple[tuple, int]]] = []
-        eps: list[list[tuple[int, str]]] = []
-
-        def new() -> int:
-            chars.append([])
-            eps.append([])
-            if len(chars) > budget:
-                raise GrammarTooLargeError("pattern automaton too large")
-            return len(chars) - 1
-
-        def build(node, s: int) -> int:
-            if isinstance(node, rx.Chars):
-                e = new()
-                chars[s].append((node.cs, e))
-                return e
-            if isinstance(node, rx.Anchor):
-                e = new()
-                eps[s].append((e, node.kind))
-                return e
-            if isinstance(node, rx.Sequence):
-                cur = s
-                for item in node.items:
-                    cur = build(item, cur)
-                return cur
-            if isinstance(node, rx.Alternation):
-                end = new()
-                for item in node.items:
-                    b = new()
-                    eps[s].append((b, ""))
-                    eps[build(item, b)].append((end, ""))
-                return end
-            if isinstance(node, rx.Quantified):
-                cur = s
-                for _ in range(node.min):
-                    cur = build(node.item, cur)
-                top = node.max
-                if top is None:
-                    hub = new()
-                    eps[cur].append((hub, ""))
-                    b = new()
-                    eps[hub].append((b, ""))
-                    eps[build(node.item, b)].append((hub, ""))
-                    return hub
-                end = new()
-                for _ in range(top - node.min):
-                    eps[cur].append((end, ""))
-                    b = new()
-                    eps[cur].append((b, ""))
-                    cur = build(node.item, b)
-                eps[cur].append((end, ""))
-                return end
-            raise TypeError(f"not a regex AST node: {node!r}")
-
-        def pad(a: int, b: int, loop: int) -> None:
-            """Any characters between `a` and `b` (search semantics): a loop on `loop`."""
-            chars[loop].append((C.ANY_CHAR, loop))
-            eps[a].append((b, ""))
-
-        s0 = new()
-        r_start = new()
+        b = _EpsilonNFA(budget)
+        s0 = b.new()
+        r_start = b.new()
         if search:
-            pad(s0, r_start, s0)
+            b.pad(s0, r_start, s0)
         else:
-            eps[s0].append((r_start, ""))
-        r_end = build(ast, r_start)
-        f = new()
+            b.eps[s0].append((r_start, ""))
+        r_end = b.build(rx.parse_regex(pattern), r_start)
+        f = b.new()
         if search:
-            pad(r_end, f, f)
+            b.pad(r_end, f, f)
         else:
-            eps[r_end].append((f, ""))
-        return cls._eliminate(chars, eps, s0, f)
+            b.eps[r_end].append((f, ""))
+        return cls._eliminate(b.chars, b.eps, s0, f)
 
     @staticmethod
     def _eliminate(chars, eps, start: int, final: int) -> "CharNFA":
@@ -428,6 +370,79 @@ class CharNFA:
         return [(s, 0) for s in states], edges
 
 
+class _EpsilonNFA:
+    """A regex AST's NFA with epsilon moves (anchors are labelled ones), state by state,
+    for `CharNFA.from_pattern`: `chars[s]` its (char set, next) edges, `eps[s]` its
+    (next, anchor kind or "") moves. An object rather than closures in from_pattern,
+    whose recursion would leave a reference cycle holding both lists after every compile."""
+
+    __slots__ = ("chars", "eps", "budget")
+
+    def __init__(self, budget: int):
+        self.chars: list[list[tuple[tuple, int]]] = []
+        self.eps: list[list[tuple[int, str]]] = []
+        self.budget = budget
+
+    def new(self) -> int:
+        self.chars.append([])
+        self.eps.append([])
+        if len(self.chars) > self.budget:
+            raise GrammarTooLargeError("pattern automaton too large")
+        return len(self.chars) - 1
+
+    def pad(self, a: int, b: int, loop: int) -> None:
+        """Any characters between `a` and `b` (search semantics): a loop on `loop`."""
+        self.chars[loop].append((C.ANY_CHAR, loop))
+        self.eps[a].append((b, ""))
+
+    def build(self, node, s: int) -> int:
+        """The states of `node` from state `s`; returns its end state."""
+        chars, eps = self.chars, self.eps
+        if isinstance(node, rx.Chars):
+            e = self.new()
+            chars[s].append((node.cs, e))
+            return e
+        if isinstance(node, rx.Anchor):
+            e = self.new()
+            eps[s].append((e, node.kind))
+            return e
+        if isinstance(node, rx.Sequence):
+            cur = s
+            for item in node.items:
+                cur = self.build(item, cur)
+            return cur
+        if isinstance(node, rx.Alternation):
+            end = self.new()
+            for item in node.items:
+                b = self.new()
+                eps[s].append((b, ""))
+                eps[self.build(item, b)].append((end, ""))
+            return end
+        if isinstance(node, rx.Quantified):
+            return self.quantified(node, s)
+        raise TypeError(f"not a regex AST node: {node!r}")
+
+    def quantified(self, node, s: int) -> int:
+        cur = s
+        for _ in range(node.min):
+            cur = self.build(node.item, cur)
+        if node.max is None:
+            hub = self.new()
+            self.eps[cur].append((hub, ""))
+            b = self.new()
+            self.eps[hub].append((b, ""))
+            self.eps[self.build(node.item, b)].append((hub, ""))
+            return hub
+        end = self.new()
+        for _ in range(node.max - node.min):
+            self.eps[cur].append((end, ""))
+            b = self.new()
+            self.eps[cur].append((b, ""))
+            cur = self.build(node.item, b)
+        self.eps[cur].append((end, ""))
+        return end
+
+
 def _atoms(edge_lists) -> Iterator[tuple[int, int, frozenset]]:
     """The code points 0..MAX_CODE_POINT cut where some edge's ranges start or end:
     (first, one past the last, the targets of the edges that take them), ascending. A
@@ -469,8 +484,11 @@ def _edge_pairs(left: list, right: list) -> list[tuple[tuple, tuple[int, int]]]:
 @functools.lru_cache(maxsize=512)
 def pattern_automaton(pattern: str) -> CharNFA:
     """`CharNFA.from_pattern(pattern)`, remembered: a CharNFA is never changed once
-    built, and schemas repeat the patterns of their formats."""
-    return CharNFA.from_pattern(pattern)
+    built, and schemas repeat the patterns of their formats. Kept in tuples, which the
+    garbage collector stops tracking, where lists of lists would be rescanned in every
+    full collection for as long as the pattern stays here (~30 objects a pattern)."""
+    nfa = CharNFA.from_pattern(pattern)
+    return CharNFA(nfa.n, nfa.start, frozenset(nfa.finals), tuple(tuple(edges) for edges in nfa.edges))
 
 
 def excluding_nfa(names: list[str], first=None, allow_empty: bool = True) -> CharNFA:

@@ -11,7 +11,6 @@ or define what a class escape or property holds (`classes`, `unicode_properties`
 from __future__ import annotations
 
 import re as _re
-from functools import lru_cache
 
 from structgen.errors import RegexError
 from structgen.grammar import charset as C
@@ -375,7 +374,6 @@ def _show(cp: int) -> str:
     return ch if ch.isprintable() and cp < 0xD800 else f"\\u{{{cp:X}}}"
 
 
-@lru_cache(maxsize=1024)
 def parse_regex(pattern: str, flavor: str = "ecma", flags: str = "") -> RegexNode:
     """Parse a regex into the char-level AST (raises RegexError). flavor "ecma" is
     ECMA-262 (JSON Schema); "python" is Python's `re` (lark terminals): `.` excludes only
