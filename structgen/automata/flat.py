@@ -56,7 +56,7 @@ from structgen.automata.item_sets import MAX_STATE_ITEMS, too_ambiguous
 from structgen.automata.liveness import Liveness
 from structgen.automata.nfa import MAX_RULE_NESTING, LazyNFA
 from structgen.automata import spares as spare_module
-from structgen.automata.spares import AHEAD_AT, HASH_AHEAD_AT, Spares, filled
+from structgen.automata.spares import AHEAD_AT, HASH_AHEAD_AT, Spares, filled, zeroed
 from structgen.errors import GrammarTooLargeError
 from structgen.grammar import ir
 from structgen.grammar.charset import json_body_ir
@@ -355,6 +355,7 @@ SHARED = _SharedNodes()
 # k4) to ints. The constants below are the kernels' too (flat_kernels.pxd; a test
 # checks they are equal).
 M_FRAMES, M_ITEMS, M_SETS, M_SET_ITEMS, M_STATES, M_HASHED, M_FAILED = range(7)
+M_DRAINED = 7  # the slots of the table being drained (S_OLD_HASH) moved so far
 # A call that cannot go on -- an array is full, the grammar is too ambiguous or nests
 # too deep, or memory ran out -- records why in meta[M_FAILED], writes nothing more,
 # and returns up the chain to `FlatDFA.run`, which grows the array and runs it again or
@@ -362,13 +363,13 @@ M_FRAMES, M_ITEMS, M_SETS, M_SET_ITEMS, M_STATES, M_HASHED, M_FAILED = range(7)
 # array and its size. Growth codes are 1 + the count that is full.
 GROW_FRAMES, GROW_ITEMS, GROW_SETS, GROW_SET_ITEMS, GROW_STATES, GROW_HASH = range(1, 7)
 FAILED_AMBIGUOUS, FAILED_NESTING, FAILED_MEMORY = 7, 8, 9
-(S_META, S_FRAMES, S_ITEMS, S_SET_START, S_SET_ITEMS, S_STATE_SET, S_STATE_NEXT, S_HASH) = range(8)
+(S_META, S_FRAMES, S_ITEMS, S_SET_START, S_SET_ITEMS, S_STATE_SET, S_STATE_NEXT, S_HASH, S_OLD_HASH) = range(9)
 T_FRAME, T_ITEM, T_CLOSURE, T_SINGLE, T_STATE_OF_SET, T_STATE_HASH = range(6)
 # Columns of a frame past its key (kind, node, index, parent), and of an item past its
 # key (leaf, offset, frame, 0): what is worked out from them once (-1 until then).
 FRAME_RESUMED = 4  # the set of items its resumption reaches
 ITEM_TARGET, ITEM_TARGET_STATE = 4, 5  # the set the item's byte leads to, and its state
-HASH_VALUE = 5  # a hash slot: tag, 4 keys, value (-1: empty), in one row (one cache line)
+HASH_VALUE = 5  # a hash slot: tag, 4 keys, value + 1 (0: empty), in one row (one cache line)
 
 
 def _new_store() -> list[np.ndarray]:
@@ -385,8 +386,13 @@ def _new_store() -> list[np.ndarray]:
         np.zeros(8192, dtype=np.int64),
         np.zeros(1024, dtype=np.int64),  # state -> its set
         np.zeros(1024, dtype=np.int64),  # state -> older state with the same item hash (-1)
-        np.full((8192, 6), -1, dtype=np.int64),  # hash slots: tag, keys, value
+        np.zeros((8192, 6), dtype=np.int64),  # hash slots: tag, keys, value + 1
+        _no_slots(),  # the table a growth replaced, drained into the one above while in use
     ]
+
+
+def _no_slots() -> np.ndarray:
+    return np.zeros((0, 6), dtype=np.int64)
 
 
 # Each store array, and the count that says how full it is (the hash grows at half load).
@@ -400,25 +406,73 @@ def _doubled_shape(array: np.ndarray) -> tuple[int, ...]:
 
 def _grown(store: list[np.ndarray], what: int, spares: Spares) -> None:
     """Double the array a kernel ran out of (its count: `meta[what]`), in place in
-    `store`, into the spare made ahead for it where there is one (all -1)."""
+    `store`, into the spare made ahead for it where there is one (all -1). The hash
+    table's keys are not moved here: the larger table starts empty, and the kernels
+    drain the smaller one into it as they go (`flat_kernels.hroom`), where moving them
+    at once took one step 3.3 ms at 262,144 slots."""
     index = {M_FRAMES: S_FRAMES, M_ITEMS: S_ITEMS, M_SETS: S_SET_START, M_SET_ITEMS: S_SET_ITEMS,
              M_HASHED: S_HASH}.get(what)
+    if index == S_HASH:
+        _start_draining(store)
+        store[S_HASH] = _larger_hash(store[S_HASH], spares)
+        return
     for i in (index,) if index is not None else (S_STATE_SET, S_STATE_NEXT):
         old = store[i]
         new = spares.take(f"store{i}", _doubled_shape(old), np.int64)
         if new is None:  # not ready, or it filled in one call: have the next made at once
             new = filled(_doubled_shape(old), np.int64, ones=True)
             _ask_spare(spares, i, new)
-        if i == S_HASH:
-            kernels.flat_kernels.rehash(old, new)
-        else:
-            new[: old.shape[0]] = old
+        new[: old.shape[0]] = old
         store[i] = new
 
 
+def _larger_hash(table: np.ndarray, spares: Spares) -> np.ndarray:
+    """An empty hash table twice as large: the spare if it is made, else one of zero
+    pages not yet touched (an empty table as it is), rather than wait for the spare."""
+    shape = _doubled_shape(table)
+    larger = spares.take(f"store{S_HASH}", shape, np.int64, wait_made=False)
+    if larger is None:
+        larger = zeroed(shape, np.int64)
+        _ask_spare(spares, S_HASH, larger)
+    return larger
+
+
+def _start_draining(store: list[np.ndarray]) -> None:
+    """Make the full hash table the one to drain into the larger one that replaces it,
+    once the one drained before is all moved (it is, but for a table that filled in one
+    call)."""
+    meta = store[S_META]
+    if meta[M_DRAINED] < store[S_OLD_HASH].shape[0]:
+        kernels.flat_kernels.drain_entry(store, store[S_OLD_HASH].shape[0])
+    store[S_OLD_HASH] = store[S_HASH]
+    meta[M_HASHED] = 0
+    meta[M_DRAINED] = 0
+
+
+# Slots of a table being drained moved after each automaton call (~5 us), besides those
+# the kernels move as they add keys: a walk over rows already built adds none.
+DRAIN_PER_CALL = 1024
+
+
+def _drained(store: list[np.ndarray]) -> bool:
+    """Whether no table is left to drain, after DRAIN_PER_CALL more slots: one drained
+    is let go."""
+    if store[S_META][M_DRAINED] < store[S_OLD_HASH].shape[0]:
+        kernels.flat_kernels.drain_entry(store, DRAIN_PER_CALL)
+    if store[S_META][M_DRAINED] < store[S_OLD_HASH].shape[0]:
+        return False
+    store[S_OLD_HASH] = _no_slots()
+    store[S_META][M_DRAINED] = 0
+    return True
+
+
 def _ask_spare(spares: Spares, i: int, array: np.ndarray) -> None:
-    """Have the next size of store array `i` (now `array`) made in the background."""
-    spares.prepare(f"store{i}", _doubled_shape(array), np.int64, 2 * array.nbytes, ones=True)
+    """Have the next size of store array `i` (now `array`) made in the background: -1
+    throughout, or zeros for the hash table (its pages touched ahead)."""
+    if i == S_HASH:
+        spares.prepare(f"store{i}", _doubled_shape(array), np.int64, 2 * array.nbytes, touched_rows=2 * len(array))
+    else:
+        spares.prepare(f"store{i}", _doubled_shape(array), np.int64, 2 * array.nbytes, ones=True)
 
 
 TABLE = -1  # in `_ahead_points`: the DFA table rather than a store array
@@ -478,6 +532,7 @@ class FlatDFA(FlatTokens, TableDFA):
         # (meta count, value, array): where an array is due a spare (`_ahead_points`);
         # None: to be worked out again (an array grew)
         self._ahead: list[tuple[int, int, int]] | None = None
+        self._draining = False  # a hash table a growth replaced is still being drained
         self.start = DEAD
         if not empty:
             with self.lock:
@@ -523,9 +578,12 @@ class FlatDFA(FlatTokens, TableDFA):
                 if failed != GROW_STATES:  # those _reserve grows
                     _grown(self._store, failed - 1, self.spares)
                     self._ahead = None
+                    self._draining |= failed == GROW_HASH
                 continue
             if meta[M_STATES] > self.max_states:
                 raise self.too_many_states()
+            if self._draining:
+                self._draining = not _drained(self._store)
             if self._ahead is None:
                 self._ahead = _ahead_points(self.table, self._store)
             if self._ahead:  # (none in a small automaton: it checks nothing more)

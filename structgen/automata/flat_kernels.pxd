@@ -51,6 +51,7 @@ cdef enum:
     M_STATES = 4
     M_HASHED = 5
     M_FAILED = 6
+    M_DRAINED = 7
     GROW_HASH = 6
     GROW_SETS = 3
     GROW_SET_ITEMS = 4
@@ -95,7 +96,8 @@ cdef struct IR:
 
 
 cdef struct Store:
-    # the store (flat._new_store): frames 5 columns a row, items 6, hash slots 6
+    # the store (flat._new_store): frames 5 columns a row, items 6, hash slots 6, and
+    # the smaller table being drained into `slots` (none: 0 rows)
     int64_t* meta
     int64_t* frames
     int64_t* items
@@ -104,12 +106,14 @@ cdef struct Store:
     int64_t* state_set
     int64_t* state_next
     int64_t* slots
+    int64_t* old_slots
     int64_t n_frames
     int64_t n_items
     int64_t n_set_start
     int64_t n_set_pool
     int64_t n_state_set
     int64_t n_slots
+    int64_t n_old_slots
 
 
 cdef struct Rows:

@@ -103,8 +103,8 @@ cdef Store store_of(list store) except *:
     cdef Store st
     cdef int64_t n_meta = 0, n_next = 0
     memset(&st, 0, sizeof(Store))
-    if len(store) != 8:
-        raise ValueError("a store has 8 arrays")
+    if len(store) != 9:
+        raise ValueError("a store has 9 arrays")
     st.meta = store_array(store, 0, &n_meta)
     st.frames = store_array(store, 1, &st.n_frames)
     st.items = store_array(store, 2, &st.n_items)
@@ -113,8 +113,9 @@ cdef Store store_of(list store) except *:
     st.state_set = store_array(store, 5, &st.n_state_set)
     st.state_next = store_array(store, 6, &n_next)
     st.slots = store_array(store, 7, &st.n_slots)
-    if n_meta <= M_FAILED or n_next < st.n_state_set or store[1].shape[1] != FRAME_COLS \
-            or store[2].shape[1] != ITEM_COLS or store[7].shape[1] != SLOT_COLS:
+    st.old_slots = store_array(store, 8, &st.n_old_slots)
+    if n_meta <= M_DRAINED or n_next < st.n_state_set or store[1].shape[1] != FRAME_COLS \
+            or store[2].shape[1] != ITEM_COLS or store[7].shape[1] != SLOT_COLS or store[8].shape[1] != SLOT_COLS:
         raise ValueError("not a store of the layout flat._new_store makes")
     return st
 
@@ -244,6 +245,15 @@ def liveness(kind, a, b, c, kids, g_final, g_edge_start, g_dst, g_label, known_n
 
 # ------------------------------------------------------------ the store's hash table
 
+# A growth leaves the smaller table to be drained into the larger one a few slots at a
+# time, where moving every key at once held one step for milliseconds (3.3 ms for 262,144
+# slots; MaskBench's word lists met it in their slowest tokens).
+cdef enum:
+    DRAIN_STEP = 8  # slots of the smaller table moved at each `hroom`
+    # A slot holds its value plus one, so that a table of zeros is empty: a larger table
+    # is ready at once, its pages zeroed by the kernel as the keys first reach them.
+    EMPTY_SLOT = 0
+
 cdef inline void fail(int64_t* meta, int64_t code) noexcept nogil:
     """Stop the call (see flat.M_FAILED); the first reason stays."""
     if meta[M_FAILED] == 0:
@@ -265,21 +275,63 @@ cdef inline int64_t slot_of(const int64_t* slots, int64_t n_slots, int64_t tag, 
     cdef const int64_t* row
     while True:
         row = slots + SLOT_COLS * i
-        if row[HASH_VALUE] < 0:
+        if row[HASH_VALUE] == EMPTY_SLOT:
             return i
         if row[0] == tag and row[1] == k1 and row[2] == k2 and row[3] == k3 and row[4] == k4:
             return i
         i = (i + 1) & mask
 
 
+cdef inline bint draining(const Store* st) noexcept nogil:
+    """Whether keys of the smaller table the last growth replaced are still to be moved."""
+    return st.meta[M_DRAINED] < st.n_old_slots
+
+
 cdef inline int64_t hget(const Store* st, int64_t tag, int64_t k1, int64_t k2, int64_t k3, int64_t k4) noexcept nogil:
-    """The value of a key, or -1."""
-    return st.slots[SLOT_COLS * slot_of(st.slots, st.n_slots, tag, k1, k2, k3, k4) + HASH_VALUE]
+    """The value of a key, or -1 (in the table being drained where not moved yet)."""
+    cdef int64_t value = st.slots[SLOT_COLS * slot_of(st.slots, st.n_slots, tag, k1, k2, k3, k4) + HASH_VALUE] - 1
+    if value < 0 and draining(st):
+        value = st.old_slots[SLOT_COLS * slot_of(st.old_slots, st.n_old_slots, tag, k1, k2, k3, k4) + HASH_VALUE] - 1
+    return value
+
+
+cdef inline int64_t found_slot(Store* st, int64_t tag, int64_t k1, int64_t k2, int64_t k3, int64_t k4) noexcept nogil:
+    """The slot of a key in the table, or of the empty slot where it would go; a key
+    still only in the table being drained is moved there first, so that it is never
+    added twice (after `hroom`)."""
+    cdef int64_t i = slot_of(st.slots, st.n_slots, tag, k1, k2, k3, k4), j, value
+    if st.slots[SLOT_COLS * i + HASH_VALUE] == EMPTY_SLOT and draining(st):
+        j = slot_of(st.old_slots, st.n_old_slots, tag, k1, k2, k3, k4)
+        value = st.old_slots[SLOT_COLS * j + HASH_VALUE] - 1
+        if value >= 0:
+            hset(st, i, tag, k1, k2, k3, k4, value)
+    return i
+
+
+cdef void drain(Store* st, int64_t n) noexcept nogil:
+    """Move the keys of `n` more slots of the table being drained into the table, each
+    unless it is there already (moved when it was looked up, and maybe set since)."""
+    cdef int64_t i = st.meta[M_DRAINED], end = st.meta[M_DRAINED] + n, j
+    cdef const int64_t* row
+    if end > st.n_old_slots:
+        end = st.n_old_slots
+    while i < end:
+        row = st.old_slots + SLOT_COLS * i
+        if row[HASH_VALUE] != EMPTY_SLOT:
+            j = slot_of(st.slots, st.n_slots, row[0], row[1], row[2], row[3], row[4])
+            if st.slots[SLOT_COLS * j + HASH_VALUE] == EMPTY_SLOT:
+                hset(st, j, row[0], row[1], row[2], row[3], row[4], row[HASH_VALUE] - 1)
+        i += 1
+    st.meta[M_DRAINED] = i
 
 
 cdef inline bint hroom(Store* st) noexcept nogil:
     """Whether the call may add a key: it has not failed, and one more key fits below
-    half load (else it fails, to have the table grown)."""
+    half load (else it fails, to have the table grown). While a growth's smaller table
+    is drained, DRAIN_STEP more of its slots move first: the table takes at least a
+    quarter of its slots in keys before it may grow again, by when all have moved."""
+    if draining(st):
+        drain(st, DRAIN_STEP)
     if 2 * (st.meta[M_HASHED] + 1) > st.n_slots:
         fail(st.meta, GROW_HASH)
     return st.meta[M_FAILED] == 0
@@ -289,16 +341,16 @@ cdef inline void hset(Store* st, int64_t i, int64_t tag, int64_t k1, int64_t k2,
                       int64_t value) noexcept nogil:
     """Give a key its value at the slot `slot_of` found for it (after `hroom`)."""
     cdef int64_t* row = st.slots + SLOT_COLS * i
-    if row[HASH_VALUE] < 0:
+    if row[HASH_VALUE] == EMPTY_SLOT:
         st.meta[M_HASHED] += 1
         row[0], row[1], row[2], row[3], row[4] = tag, k1, k2, k3, k4
-    row[HASH_VALUE] = value
+    row[HASH_VALUE] = value + 1
 
 
 cdef inline void hput(Store* st, int64_t tag, int64_t k1, int64_t k2, int64_t k3, int64_t k4,
                       int64_t value) noexcept nogil:
     """Set a key's value (after `hroom`)."""
-    hset(st, slot_of(st.slots, st.n_slots, tag, k1, k2, k3, k4), tag, k1, k2, k3, k4, value)
+    hset(st, found_slot(st, tag, k1, k2, k3, k4), tag, k1, k2, k3, k4, value)
 
 
 def fill_bytes(array, int value):
@@ -311,18 +363,13 @@ def fill_bytes(array, int value):
         memset(data, value, n)
 
 
-def rehash(old_slots, new_slots):
-    """Move every key of a hash table into an empty one (twice as large)."""
-    cdef const int64_t* old = <const int64_t*>buffer_of(old_slots, 8, False)
-    cdef int64_t* new = <int64_t*>buffer_of(new_slots, 8, True)
-    cdef int64_t n_old = old_slots.shape[0], n_new = new_slots.shape[0], i, j
-    cdef const int64_t* row
+def drain_entry(list store, int64_t n):
+    """Move the keys of `n` more slots of the table being drained (`drain`): after a
+    call that added none, and all of them before a growth makes the table itself the
+    one to drain."""
+    cdef Store st = store_of(store)
     with nogil:
-        for i in range(n_old):
-            row = old + SLOT_COLS * i
-            if row[HASH_VALUE] >= 0:
-                j = slot_of(new, n_new, row[0], row[1], row[2], row[3], row[4])
-                memcpy(new + SLOT_COLS * j, row, SLOT_COLS * 8)
+        drain(&st, n)
 
 
 cdef int64_t row_of(Store* st, int64_t tag, int64_t k1, int64_t k2, int64_t k3, int64_t k4) noexcept nogil:
@@ -335,8 +382,8 @@ cdef int64_t row_of(Store* st, int64_t tag, int64_t k1, int64_t k2, int64_t k3, 
     cdef int64_t cols = FRAME_COLS if tag == T_FRAME else ITEM_COLS
     if not hroom(st):  # before the slot is found: a growth moves the slots
         return 0
-    cdef int64_t slot = slot_of(st.slots, st.n_slots, tag, k1, k2, k3, k4)
-    cdef int64_t row = st.slots[SLOT_COLS * slot + HASH_VALUE]
+    cdef int64_t slot = found_slot(st, tag, k1, k2, k3, k4)
+    cdef int64_t row = st.slots[SLOT_COLS * slot + HASH_VALUE] - 1
     if row < 0:
         row = st.meta[count]
         if row >= n_rows:

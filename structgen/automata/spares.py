@@ -60,6 +60,15 @@ def empty(shape: tuple[int, ...], dtype) -> np.ndarray:
     return np.frombuffer(mapping, dtype=dtype, count=count).reshape(shape)
 
 
+def zeroed(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """An array of zeros: a large one on fresh pages not yet touched (`empty`), which the
+    kernel zeroes as they are first written."""
+    array = empty(shape, dtype)
+    if array.nbytes < NUMPY_HUGE_PAGE_BYTES:
+        array.fill(0)
+    return array
+
+
 def filled(shape: tuple[int, ...], dtype, ones: bool) -> np.ndarray:
     """`empty`, every byte 0xFF (ones) or 0, written without the interpreter lock."""
     array = empty(shape, dtype)
@@ -122,13 +131,15 @@ class Spares:
                 if made is not None:
                     self._ready[name] = made
 
-    def take(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray | None:
+    def take(self, name: str, shape: tuple[int, ...], dtype, wait_made: bool = True) -> np.ndarray | None:
         """The spare made for `name`, if it has this shape and dtype. One still being
-        made is waited for (the rest of its work is less than all of it in the step);
-        one still queued is dropped."""
+        made is waited for (the rest of its work is less than all of it in the step),
+        unless not `wait_made`; one still queued is dropped."""
         with self._lock:
             job = self._jobs.get(name)
         if job is not None and not job.cancel():
+            if not wait_made:
+                return None  # (it is kept, made for a size the array has then passed)
             wait([job])
         with self._lock:
             self._jobs.pop(name, None)

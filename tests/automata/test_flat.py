@@ -432,3 +432,28 @@ def test_unbuilt_kernels_give_one_clear_error_at_the_first_compile(tmp_path):
     lines = done.stdout.strip().splitlines()
     assert [line.split()[0] for line in lines] == ["flat", "python"], done.stdout
     assert all("pip install -e ." in line for line in lines), done.stdout
+
+
+def test_a_grown_hash_table_is_drained_while_the_automaton_goes_on(monkeypatch, smollm2_vocab):
+    """A growth of the store's hash table moves no key in the step: the larger table
+    starts empty beside the smaller one, lookups find a key in either, and the calls
+    that follow move the rest a few slots at a time, then let the smaller one go. A
+    growth while one is still being drained first finishes that one. Masks equal the
+    Python automaton's throughout, and no key is added twice (a frame or item interned
+    again would be a second id for it)."""
+    python, compiled = _both(monkeypatch, lambda: structgen.compile_json_schema(SCHEMAS[0], smollm2_vocab, warm_s=0))
+    same_masks_on_walks(python, compiled, smollm2_vocab, walks=2, steps=30)
+    dfa = compiled.dfa
+    store, meta = dfa._store, dfa._store[flat.S_META]
+    keys, frames, items = (int(meta[m]) for m in (flat.M_HASHED, flat.M_FRAMES, flat.M_ITEMS))
+    for _ in range(2):  # the second while the first is drained: nothing has moved yet
+        with dfa.lock:
+            flat._grown(store, flat.M_HASHED, dfa.spares)
+            dfa._draining = True
+        assert meta[flat.M_HASHED] == 0 and store[flat.S_OLD_HASH].shape[0] > 0
+    assert int(meta[flat.M_FRAMES]) == frames and int(meta[flat.M_ITEMS]) == items
+    same_masks_on_walks(python, compiled, smollm2_vocab, walks=2, steps=30)  # the same walks: every key looked up
+    assert (int(meta[flat.M_FRAMES]), int(meta[flat.M_ITEMS])) == (frames, items)
+    same_masks_on_walks(python, compiled, smollm2_vocab, walks=12, steps=60, seed=1)
+    assert store[flat.S_OLD_HASH].shape[0] == 0  # drained, and let go
+    assert int(meta[flat.M_HASHED]) >= keys

@@ -70,8 +70,8 @@ def test_masks_are_right_when_growths_take_spares(monkeypatch, smollm2_vocab, sc
     taken = []
     take = Spares.take
 
-    def counted_take(self, name, shape, dtype):
-        array = take(self, name, shape, dtype)
+    def counted_take(self, name, shape, dtype, **how):
+        array = take(self, name, shape, dtype, **how)
         taken.append((name, array is not None))
         return array
 
@@ -132,8 +132,8 @@ def test_an_array_most_of_the_way_to_full_is_made_ahead_of_its_first_growth(monk
     first_takes: dict[str, bool] = {}
     take = Spares.take
 
-    def recorded_take(self, name, shape, dtype):
-        array = take(self, name, shape, dtype)
+    def recorded_take(self, name, shape, dtype, **how):
+        array = take(self, name, shape, dtype, **how)
         first_takes.setdefault(name, array is not None)
         return array
 
