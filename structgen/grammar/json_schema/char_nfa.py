@@ -257,9 +257,11 @@ class CharNFA:
             cur = order[i]
             if cur & self.finals:
                 accepting.add(i)
-            groups: dict[frozenset, list] = {}
-            for a, b, tgt in _atoms(self.edges[q] for q in cur):
-                groups.setdefault(tgt, []).append((a, b - 1))
+            groups = _one_state_moves(self.edges[next(iter(cur))]) if len(cur) == 1 else None
+            if groups is None:
+                groups = {}
+                for a, b, tgt in _atoms(self.edges[q] for q in cur):
+                    groups.setdefault(tgt, []).append((a, b - 1))
             out = []
             for tgt, ranges in groups.items():
                 if tgt not in index:
@@ -267,7 +269,7 @@ class CharNFA:
                     order.append(tgt)
                     if len(order) > limit:
                         raise GrammarTooLargeError("complement of patternProperties patterns is too large")
-                out.append((C.charset(ranges), index[tgt]))
+                out.append((_joined(ranges), index[tgt]))
             edges.append(out)
             i += 1
         finals = {k for k in range(len(order)) if k not in accepting}
@@ -443,6 +445,40 @@ class _EpsilonNFA:
         return end
 
 
+def _one_state_moves(edges) -> dict[frozenset, list[tuple[int, int]]] | None:
+    """What `complement` makes of a subset of one NFA state whose edges take disjoint
+    characters (most states of a pattern's NFA): each target, as a set of one, with its
+    ranges, and the empty set with the characters no edge takes, in the order of their
+    first code point, as the sweep of `_atoms` gives them. None where edges overlap."""
+    groups: dict[frozenset, list[tuple[int, int]]] = {}
+    after = 0  # the first code point not yet passed
+    for lo, hi, target in sorted((lo, hi, t) for cs, t in edges for lo, hi in cs):
+        if lo < after:
+            return None
+        if lo > after:
+            groups.setdefault(_NO_STATES, []).append((after, lo - 1))
+        groups.setdefault(frozenset((target,)), []).append((lo, hi))
+        after = hi + 1
+    if after <= C.MAX_CODE_POINT:
+        groups.setdefault(_NO_STATES, []).append((after, C.MAX_CODE_POINT))
+    return groups
+
+
+_NO_STATES: frozenset = frozenset()
+
+
+def _joined(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """The CharSet of ascending, disjoint ranges (a group of `complement`'s): those
+    that touch joined, as `C.charset` would, without its sorting and checks."""
+    out = [ranges[0]]
+    for lo, hi in ranges[1:]:
+        if lo == out[-1][1] + 1:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
 def _atoms(edge_lists) -> Iterator[tuple[int, int, frozenset]]:
     """The code points 0..MAX_CODE_POINT cut where some edge's ranges start or end:
     (first, one past the last, the targets of the edges that take them), ascending. A
@@ -454,11 +490,15 @@ def _atoms(edge_lists) -> Iterator[tuple[int, int, frozenset]]:
                 changes.setdefault(lo, []).append((target, 1))
                 changes.setdefault(hi + 1, []).append((target, -1))
     cuts = sorted({0, C.MAX_CODE_POINT + 1} | changes.keys())
-    under_way: dict[int, int] = {}
+    under_way: dict[int, int] = {}  # target -> edges to it under way (none: no entry)
     for a, b in zip(cuts, cuts[1:]):
         for target, step in changes.get(a, ()):
-            under_way[target] = under_way.get(target, 0) + step
-        yield a, b, frozenset(t for t, n in under_way.items() if n > 0)
+            count = under_way.get(target, 0) + step
+            if count:
+                under_way[target] = count
+            else:
+                del under_way[target]
+        yield a, b, frozenset(under_way)
 
 
 def _edge_pairs(left: list, right: list) -> list[tuple[tuple, tuple[int, int]]]:
