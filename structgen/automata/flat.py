@@ -33,7 +33,9 @@ whose count cannot bind within a token into the twin's state, whose mask it shar
 The compiler's default (STRUCTGEN_AUTOMATON=python selects the Python one). The IR is
 flattened at compile time, by compiled code that walks its objects (flattener.pyx);
 nodes that several grammars share are flattened once per process (`SHARED`). The
-store is numpy arrays grown by the Python side between calls (`FlatDFA.run`); the
+store is numpy arrays grown by the Python side between calls (`FlatDFA.run`); its hash
+table grows without moving a key in the step: the larger table starts empty, and the
+kernels drain the smaller one into it a few slots at a time (`_grown`). The
 token walk drives the rows' builder from compiled code (token_kernels.pyx, through
 flat_kernels.pxd). The kernels are C extensions built when the package is installed
 (`kernels.require` says so where they are not).
