@@ -349,10 +349,7 @@ def _automaton(made: Front, max_dfa_states: int):
     the Python one (`dfa.LazyDFA`)."""
     if made.flat is not None:
         dfa = FlatDFA.of_flat(made.flat, made.empty, max_states=max_dfa_states)
-        # The compiled automaton reads the IR only for an example not made yet: once it
-        # is, the IR's objects go (tens of thousands for a large schema, which every
-        # garbage collection while the grammar decodes would otherwise rescan).
-        dfa.nfa = made.nfa if made.example is None else None
+        dfa.nfa = made.nfa
         return dfa
     return LazyDFA(made.nfa or LazyNFA(made.node), max_states=max_dfa_states)
 
