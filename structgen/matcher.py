@@ -109,7 +109,9 @@ class CompiledGrammar:
         """An output of this grammar that takes every optional part once (or a prefix
         of one, where the example stops early; see `automata.example`)."""
         if self._example is None:
-            self._example = covering_example(self.dfa.nfa.root, self.dfa.nfa) if self.dfa.nfa is not None else b""
+            nfa = self.dfa.nfa
+            self._example = covering_example(nfa.root, nfa) if nfa is not None else b""
+            self.dfa.example_made()
         return self._example
 
     def warm(self, data: bytes, offsets: Iterable[int], budget_s: float) -> int:

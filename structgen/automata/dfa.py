@@ -66,6 +66,10 @@ class TableDFA:
         """Write state `sid`'s row and mark it expanded (under the lock)."""
         raise NotImplementedError
 
+    def example_made(self) -> None:
+        """The grammar has made and keeps its example: an automaton that reads its IR
+        for nothing else lets it go (`flat.FlatDFA`)."""
+
     def free_bytes(self, sid: int) -> np.ndarray | None:
         """Bytes every string of which state `sid` reads without leaving the language,
         where that is more than its loops (4 x u64), or None."""

@@ -540,6 +540,12 @@ class FlatDFA(FlatTokens, TableDFA):
             with self.lock:
                 self.start = self.run(kernels.flat_kernels.start_entry, lambda: (self.accepting, self.flat.root))
 
+    def example_made(self) -> None:
+        """Let the IR go: it was kept for the example only, and its objects (tens of
+        thousands for a large schema) would be rescanned by every garbage collection
+        while the grammar decodes."""
+        self.nfa = None
+
     @classmethod
     def of_flat(cls, flat: FlatIR, empty: bool, *, max_states: int = 200_000) -> "FlatDFA":
         """The automaton of an IR flattened elsewhere; it has no `nfa`."""
