@@ -62,8 +62,8 @@ class _AtOnce:
 @pytest.mark.parametrize("schema", SCHEMAS[:4], ids=range(4))
 def test_masks_are_right_when_growths_take_spares(monkeypatch, smollm2_vocab, schema):
     """With a store that is full at every turn and a spare made for every array, the
-    growths copy and rehash into spares, and the masks still equal the Python
-    automaton's."""
+    growths copy into spares (the hash table drains into its own), and the masks still
+    equal the Python automaton's."""
     monkeypatch.setattr(flat, "_new_store", _tiny_store)
     monkeypatch.setattr(spares, "MIN_SPARE_BYTES", 0)
     monkeypatch.setattr(offstep, "executor", lambda: _AtOnce())
