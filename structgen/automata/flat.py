@@ -456,16 +456,13 @@ def _start_draining(store: list[np.ndarray]) -> None:
 DRAIN_PER_CALL = 1024
 
 
-def _drained(store: list[np.ndarray]) -> bool:
-    """Whether no table is left to drain, after DRAIN_PER_CALL more slots: one drained
-    is let go."""
+def _drain_some(store: list[np.ndarray]) -> None:
+    """Drain DRAIN_PER_CALL more slots of the table being drained; let it go once done."""
     if store[S_META][M_DRAINED] < store[S_OLD_HASH].shape[0]:
         kernels.flat_kernels.drain_entry(store, DRAIN_PER_CALL)
-    if store[S_META][M_DRAINED] < store[S_OLD_HASH].shape[0]:
-        return False
-    store[S_OLD_HASH] = _no_slots()
-    store[S_META][M_DRAINED] = 0
-    return True
+    if store[S_META][M_DRAINED] >= store[S_OLD_HASH].shape[0]:
+        store[S_OLD_HASH] = _no_slots()
+        store[S_META][M_DRAINED] = 0
 
 
 def _ask_spare(spares: Spares, i: int, array: np.ndarray) -> None:
@@ -534,7 +531,6 @@ class FlatDFA(FlatTokens, TableDFA):
         # (meta count, value, array): where an array is due a spare (`_ahead_points`);
         # None: to be worked out again (an array grew)
         self._ahead: list[tuple[int, int, int]] | None = None
-        self._draining = False  # a hash table a growth replaced is still being drained
         self.start = DEAD
         if not empty:
             with self.lock:
@@ -586,12 +582,11 @@ class FlatDFA(FlatTokens, TableDFA):
                 if failed != GROW_STATES:  # those _reserve grows
                     _grown(self._store, failed - 1, self.spares)
                     self._ahead = None
-                    self._draining |= failed == GROW_HASH
                 continue
             if meta[M_STATES] > self.max_states:
                 raise self.too_many_states()
-            if self._draining:
-                self._draining = not _drained(self._store)
+            if len(self._store[S_OLD_HASH]):  # a hash table a growth replaced, still draining
+                _drain_some(self._store)
             if self._ahead is None:
                 self._ahead = _ahead_points(self.table, self._store)
             if self._ahead:  # (none in a small automaton: it checks nothing more)

@@ -139,7 +139,7 @@ class Spares:
             job = self._jobs.get(name)
         if job is not None and not job.cancel():
             if not wait_made:
-                return None  # (it is kept, made for a size the array has then passed)
+                return None  # (once made it is kept, and dropped when a larger size is asked for)
             wait([job])
         with self._lock:
             self._jobs.pop(name, None)

@@ -450,7 +450,6 @@ def test_a_grown_hash_table_is_drained_while_the_automaton_goes_on(monkeypatch, 
     for _ in range(2):  # the second while the first is drained: nothing has moved yet
         with dfa.lock:
             flat._grown(store, flat.M_HASHED, dfa.spares)
-            dfa._draining = True
         assert meta[flat.M_HASHED] == 0 and store[flat.S_OLD_HASH].shape[0] > 0
     assert int(meta[flat.M_FRAMES]) == frames and int(meta[flat.M_ITEMS]) == items
     same_masks_on_walks(python, compiled, smollm2_vocab, walks=2, steps=30)  # the same walks: every key looked up
