@@ -36,6 +36,7 @@ import re
 from structgen.errors import GrammarError
 from structgen.grammar import cfg, ir
 from structgen.grammar import charset as C
+from structgen.grammar.ebnf import MAX_RULE_REPEAT, BnfRules
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 _RULE_HEAD = re.compile(r"[A-Za-z0-9_-]+[ \t]*::=")
@@ -46,7 +47,6 @@ _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 _REPEAT_OPERATORS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
 
 MAX_NESTING = 100  # parentheses inside one another (keeps Python's recursion shallow)
-MAX_RULE_REPEAT = 2000  # a bound on a repetition of a rule reference (llama.cpp's limit too)
 
 
 def parse_gbnf(text: str, start: str = "root") -> cfg.Grammar:
@@ -73,10 +73,10 @@ class _Parser:
     def __init__(self, text: str):
         self.text = text
         self.pos = 0
-        self.rules: dict[str, list[list]] = {}
+        self.bnf = BnfRules()
+        self.rules = self.bnf.rules
         self.defined_at: dict[str, int] = {}
         self.first_use: dict[str, int] = {}
-        self.helpers = 0
         self.depth = 0
 
     # ------------------------------------------------------------ grammar and rules
@@ -180,7 +180,7 @@ class _Parser:
             return ir.alt(*(ir.seq(*alt) for alt in alternatives))
         if len(alternatives) == 1 and len(alternatives[0]) == 1:
             return alternatives[0][0]
-        return self.helper(rule, "group", alternatives)
+        return self.bnf.helper(rule, "group", alternatives)
 
     # ------------------------------------------------------------ repetition
 
@@ -216,30 +216,15 @@ class _Parser:
         return low, high
 
     def repeat(self, rule: str, symbol, low: int, high: int | None, at: int):
-        """`symbol{low,high}`: an IR repeat for a terminal; for a rule, `low` copies and
-        then a loop `L ::= L x | ""` or a chain of optional copies."""
+        """`symbol{low,high}`: an IR repeat for a terminal; for a rule, helper rules."""
         if not isinstance(symbol, str):
             return ir.rep(symbol, low, high)
         if max(low, high or 0) > MAX_RULE_REPEAT:
             raise self.error(f"a rule or group with a rule reference repeats at most {MAX_RULE_REPEAT} times", at)
-        if high is None:
-            loop = self.helper(rule, "rep", [])
-            self.rules[loop] = [[loop, symbol], []]
-            tail = [loop]
-        else:
-            tail = []
-            for _ in range(high - low):  # O_k ::= x O_(k-1) | ""
-                tail = [self.helper(rule, "rep", [[symbol, *tail], []])]
-        body = [symbol] * low + tail
+        body = self.bnf.repeat(rule, symbol, low, high)
         if len(body) == 1:
             return body[0]
-        return self.helper(rule, "rep", [body])
-
-    def helper(self, rule: str, kind: str, alternatives: list[list]) -> str:
-        self.helpers += 1
-        name = f"{rule}/{kind}{self.helpers}"
-        self.rules[name] = alternatives
-        return name
+        return self.bnf.helper(rule, "rep", [body])
 
     # ------------------------------------------------------------ terminals
 

@@ -1,15 +1,18 @@
 """lark EBNF grammars -> `cfg.Grammar`.
 
-Owns: reading a grammar in lark's own syntax. lark itself parses the text and resolves
-`%import` (its `common` library included), templates, `?rule` inlining, `x*`/`x+`/`x?`/
-`x~n..m` and terminal composition into plain BNF rules; this module turns those rules and
-terminal patterns into the shared CFG form and maps lark's errors to `GrammarError` with
-line and column. Knows nothing of tokens, matchers or the engine.
+Owns: reading a grammar in lark's own syntax. `lark_syntax` reads what people write, in
+a fraction of the time lark's loader takes; what it leaves (templates, `%declare`,
+`%override`, `%extend`, rules imported from lark's library, and every error) goes to
+lark's loader here, which resolves `%import`, templates, `?rule` inlining, `x*`/`x+`/
+`x?`/`x~n..m` and terminal composition into plain BNF rules. This module turns those
+rules and terminal patterns into the shared CFG form and maps lark's errors to
+`GrammarError` with line and column. Both paths refuse the same things first (deep
+nesting, imports from outside lark's library). Knows nothing of tokens, matchers or the
+engine.
 
 Terminal regexes are Python `re` syntax (as in lark). `common.ESCAPED_STRING` is
-defined by lark with a lookbehind, which no automaton can run; it is replaced here by
-the same language written without one: a double-quoted string in which a backslash
-escapes the next character.
+defined by lark with a lookbehind, which no automaton can run; it is replaced by the
+same language written without one (`lark_syntax.COMMON_REPLACEMENTS`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,7 @@ import re
 
 from structgen.errors import GrammarError, RegexError
 from structgen.grammar import cfg, ir
-from structgen.grammar.regex import regex_ir
-
-# Terminals of lark's `common` library whose definitions use lookaround.
-_REPLACEMENTS = {
-    "ESCAPED_STRING": r'"(?:[^"\\\n]|\\.)*"',
-}
+from structgen.grammar.lark_syntax import COMMON_REPLACEMENTS, NotRead, pattern_ir, read_lark
 
 
 def _first_use(text: str, name: str) -> tuple[int, int] | tuple[None, None]:
@@ -56,17 +54,12 @@ def _terminal_ir(term) -> ir.Node:
     from lark.lexer import PatternStr
 
     pattern = term.pattern
-    flags = "".join(sorted(pattern.flags))
-    if isinstance(pattern, PatternStr):
-        if "i" not in flags:
-            return ir.lit(pattern.value)
-        source = re.escape(pattern.value)
-    else:
-        source = pattern.value
-        if term.name in _REPLACEMENTS and "(?<!" in source:  # lark's own, not a user's namesake
-            source = _REPLACEMENTS[term.name]
+    is_regex = not isinstance(pattern, PatternStr)
+    source = pattern.value
+    if is_regex and term.name in COMMON_REPLACEMENTS and "(?<!" in source:  # lark's own, not a user's namesake
+        source = COMMON_REPLACEMENTS[term.name]
     try:
-        return regex_ir(source, flavor="python", flags=flags)
+        return pattern_ir(source, "".join(pattern.flags), is_regex)
     except RegexError as e:
         raise GrammarError(f"terminal {term.name}: {e}") from None
 
@@ -113,13 +106,21 @@ def _check_imports(text: str) -> None:
 
 def parse_lark(text: str, start: str = "start") -> cfg.Grammar:
     """Parse a lark grammar; `start` names the start rule."""
-    from lark.exceptions import LarkError
-    from lark.load_grammar import load_grammar
-
     if not isinstance(text, str):
         raise GrammarError(f"a grammar must be a string, not {type(text).__name__}")
     _check_nesting(text)
     _check_imports(text)
+    try:
+        return read_lark(text, start)
+    except NotRead:
+        return load_with_lark(text, start)
+
+
+def load_with_lark(text: str, start: str = "start") -> cfg.Grammar:
+    """The grammar as lark's own loader reads it (after parse_lark's refusals)."""
+    from lark.exceptions import LarkError
+    from lark.load_grammar import load_grammar
+
     try:
         grammar, _ = load_grammar(text, "<grammar>", [], False)
         terminals, rules, ignore_names = grammar.compile([start], set())
