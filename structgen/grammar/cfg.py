@@ -85,7 +85,60 @@ def _reachable(rules: dict[str, list[list]], start: str) -> list[str]:
     return list(seen)
 
 
-def check(grammar: Grammar, languages: Languages) -> dict[str, list[list]]:
+class TerminalFacts:
+    """Whether a terminal's language holds some text, and whether it holds the empty text,
+    each worked out once per terminal: read off the structure of a tree of literals,
+    byte sets, sequences, alternatives and repeats (most terminals), else asked of
+    `languages` (which builds an automaton)."""
+
+    def __init__(self, languages: Languages):
+        self.languages = languages
+        self.known: dict[int, tuple[bool | None, bool | None]] = {}
+
+    def nonempty(self, node: ir.Node) -> bool:
+        known, nullable = self._facts(node)
+        if known is None:
+            known = self.languages.nonempty(node)
+            self.known[id(node)] = (known, nullable)
+        return known
+
+    def nullable(self, node: ir.Node) -> bool:
+        nonempty, known = self._facts(node)
+        if known is None:
+            known = self.languages.nullable(node)
+            self.known[id(node)] = (nonempty, known)
+        return known
+
+    def _facts(self, node: ir.Node) -> tuple[bool | None, bool | None]:
+        got = self.known.get(id(node))
+        if got is None:
+            got = self.known[id(node)] = _plain_facts(node) or (None, None)
+        return got
+
+
+def _plain_facts(node: ir.Node) -> tuple[bool, bool] | None:
+    """(holds some text, holds the empty text) of a plain tree; None where a node in it
+    (a graph, a rule, object members, a stepper) takes an automaton to answer."""
+    cls = node.__class__
+    if cls is ir.Bytes:
+        return True, not node.data
+    if cls is ir.ByteSet:
+        return bool(node.ranges), False
+    if cls is ir.Repeat:
+        item = _plain_facts(node.item)
+        if item is None:
+            return None
+        return item[0] or node.min == 0, item[1] or node.min == 0
+    if cls is ir.Concat or cls is ir.Alt:
+        parts = [_plain_facts(item) for item in node.items]
+        if None in parts:
+            return None
+        combine = all if cls is ir.Concat else any
+        return combine(p[0] for p in parts), combine(p[1] for p in parts)
+    return None
+
+
+def check(grammar: Grammar, languages: Languages | TerminalFacts) -> dict[str, list[list]]:
     """Validate and clean: returns the rules reachable from the start, with alternatives
     that can never produce a string dropped. `languages` answers for the terminals."""
     rules = grammar.rules
@@ -243,16 +296,9 @@ def remove_left_recursion(rules: dict[str, list[list]], nullable_term) -> tuple[
 def grammar_to_ir(grammar: Grammar, languages: Languages) -> ir.Node:
     """The IR of the grammar's language: one `ir.Ref` per rule. `languages` answers for
     the terminals (the compiler passes `automata.languages.AUTOMATA`)."""
-    rules = check(grammar, languages)
-    nullable_cache: dict[int, bool] = {}
-
-    def nullable_term(node: ir.Node) -> bool:
-        got = nullable_cache.get(id(node))
-        if got is None:
-            got = nullable_cache[id(node)] = languages.nullable(node)
-        return got
-
-    rules, loops = remove_left_recursion(rules, nullable_term)
+    facts = TerminalFacts(languages)
+    rules = check(grammar, facts)
+    rules, loops = remove_left_recursion(rules, facts.nullable)
     refs = {name: ir.Ref(name) for name in list(rules) + list(loops)}
     ignored = ir.rep(ir.alt(*grammar.ignore), 0, None) if grammar.ignore else None
     with_ignore: dict[int, ir.Node] = {}

@@ -45,13 +45,16 @@ COMMON_REPLACEMENTS = {
 
 # ---------------------------------------------------------------- scanning
 
-# The tokens of lark's grammar syntax, as lark's own grammar loader defines them.
-_COMMENT = re.compile(r"\s*//[^\n]*|\s*#[^\n]*")
-_NEWLINE_OR = re.compile(r"(\r?\n)+\s*\|")
-_NEWLINE = re.compile(r"(\r?\n)+\s*")
-_BLANKS = re.compile(r"[ \t]+|\\[ ]*\n")
-_TOKENS = re.compile(
-    r"""(?P<STRING>"(\\"|\\\\|[^"\n])*?"i?)
+# The tokens of lark's grammar syntax, as lark's own grammar loader defines them. Where
+# two can match at one place, lark's lexer takes the first in this order: a comment (it
+# may start with the newlines before it), a newline then `|` (an alternative goes on),
+# a newline (a statement ends), blanks.
+_LEXICON = re.compile(
+    r"""(?P<COMMENT>\s*//[^\n]*|\s*\#[^\n]*)
+      | (?P<NEWLINE_OR>(\r?\n)+\s*\|)
+      | (?P<NL>(\r?\n)+\s*)
+      | (?P<BLANKS>[ \t]+|\\[ ]*\n)
+      | (?P<STRING>"(\\"|\\\\|[^"\n])*?"i?)
       | (?P<REGEXP>/(?!/)(\\/|\\\\|[^/])*?/[imslux]*)
       | (?P<NUMBER>[+-]?\d+)
       | (?P<MODIFIERS>(!|![?]?|[?]!?)(?=[_a-z]))
@@ -70,32 +73,17 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     pos = 0
     text += "\n"  # as lark's loader does: the last statement ends with a newline
     while pos < len(text):
-        comment = _COMMENT.match(text, pos)
-        if comment:
-            pos = comment.end()
-            continue
-        if text[pos] in "\r\n":
-            joined = _NEWLINE_OR.match(text, pos)
-            if joined:
-                out.append(("PUNCT", "|"))
-                pos = joined.end()
-                continue
-            newline = _NEWLINE.match(text, pos)
-            if newline is None:
-                raise NotRead("a carriage return alone")
-            out.append(("NL", ""))
-            pos = newline.end()
-            continue
-        blank = _BLANKS.match(text, pos)
-        if blank:
-            pos = blank.end()
-            continue
-        token = _TOKENS.match(text, pos)
+        token = _LEXICON.match(text, pos)
         if token is None:
             raise NotRead(f"unexpected character {text[pos]!r}")
-        kind = token.lastgroup
-        out.append(("PUNCT" if kind == "PUNCT" else kind, token.group()))
         pos = token.end()
+        kind = token.lastgroup
+        if kind == "NEWLINE_OR":
+            out.append(("PUNCT", "|"))
+        elif kind == "NL":
+            out.append(("NL", ""))
+        elif kind not in ("COMMENT", "BLANKS"):
+            out.append((kind, token.group()))
     return out
 
 
