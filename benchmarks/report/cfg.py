@@ -29,8 +29,10 @@ def render_cfg(results_dir: Path) -> list[str]:
         parts += [f"Recursive schemas ({s['schemas_found']} MaskBench-dev schemas with `$ref` cycles, "
                   f"{s['instances']} instances), µs:", recursive_table(s["engines"])]
     if "grammars" in sections:
+        s = sections["grammars"]
         parts += ["`grammars/` (sample sentences and near-misses, each checked against lark's Earley parser), "
-                  "TBM p50 / p99 in µs:", grammars_table(sections["grammars"]["grammars"])]
+                  f"µs: TTFM (median of {s['ttfm_repeats']} cold compiles) · TBM p50 / p99",
+                  grammars_table(s["grammars"])]
     return parts + [provenance(data) + f" {data['wall_s']:.0f} s. " + reproduce(cfgbench_command(data))]
 
 
@@ -81,7 +83,8 @@ def grammar_cell(grammar: dict, r: dict | None) -> str:
     accepted = r["invalid"] - r["invalid_ok"]
     if accepted:
         notes.append(f"{accepted} invalid accepted")
-    cell = f"{short(r['tbm_us']['p50'])} / {short(r['tbm_us']['p99'])}"
+    ttfm = us(r["ttfm_us"]["median"]) if "ttfm_us" in r else "–"
+    cell = f"{ttfm} · {short(r['tbm_us']['p50'])} / {short(r['tbm_us']['p99'])}"
     return cell + (f" ({'; '.join(notes)})" if notes else "")
 
 
