@@ -112,7 +112,7 @@ def parse_lark(text: str, start: str = "start") -> cfg.Grammar:
     _check_imports(text)
     try:
         return read_lark(text, start)
-    except NotRead:
+    except (NotRead, RecursionError):
         return load_with_lark(text, start)
 
 

@@ -33,6 +33,13 @@ from structgen.grammar.ebnf import MAX_RULE_REPEAT, BnfRules
 from structgen.grammar.regex import regex_ir
 
 
+# Terminals defined through one another at most this deep (deeper goes to lark's loader).
+MAX_TERMINAL_DEPTH = 100
+# A sequence that starts a rule is spread into at most about this many alternatives;
+# past that, what starts it becomes a helper rule.
+MAX_SPREAD = 64
+
+
 class NotRead(Exception):
     """The text needs lark's own loader: a construct this reader leaves to it, or an error."""
 
@@ -165,8 +172,8 @@ class _Reader:
             pairs = [(".".join(path[:-1]), path[-1], local)]
         self.end_statement()
         for library, name, local in pairs:
-            if not name.isupper() or not local.isupper() or local in self.imports:
-                raise NotRead("only terminals are imported here, each once")
+            if not name.isupper() or not local.isupper() or local in self.imports or local in self.terminals:
+                raise NotRead("only terminals are imported here, each once and not defined too")
             self.imports[local] = (library, name)
 
     def expansions(self, top: bool) -> tuple:
@@ -350,8 +357,8 @@ class _Terminals:
         if name in self.reader.imports:
             node = _library_terminal(*self.reader.imports[name])
         elif name in self.reader.terminals:
-            if name in self.making:
-                raise NotRead(f"terminal {name} refers to itself")
+            if name in self.making or len(self.making) >= MAX_TERMINAL_DEPTH:
+                raise NotRead(f"terminal {name} refers to itself, or to a long chain of terminals")
             self.making.add(name)
             node = self.tree(self.reader.terminals[name])
             self.making.discard(name)
@@ -419,12 +426,17 @@ class _Rules:
 
     def spread(self, rule: str, items: list) -> list[list]:
         """The alternatives of a sequence that starts a rule: a leading group, optional or
-        repetition is spread into alternatives, until each starts with a plain symbol."""
-        if not items or not _spreads(items[0]):
-            return [self.symbols(rule, items)]
+        repetition is spread into alternatives, until each starts with a plain symbol or
+        the sequence has MAX_SPREAD alternatives (a long run of optionals would make as
+        many alternatives as it has parts, each a copy of the rest)."""
         out: list[list] = []
-        for head in _heads(items[0]):
-            out.extend(self.spread(rule, head + items[1:]))
+        pending = [items]
+        while pending:
+            items = pending.pop()
+            if not items or not _spreads(items[0]) or len(out) + len(pending) >= MAX_SPREAD:
+                out.append(self.symbols(rule, items))
+                continue
+            pending.extend(head + items[1:] for head in reversed(_heads(items[0])))
         return out
 
     def symbols(self, rule: str, items: list) -> list:
