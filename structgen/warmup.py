@@ -60,8 +60,9 @@ _JSON_BOUNDARY = re.compile(rb'([{\[,:])\s*("?)')
 
 def warm_json(grammar, budget_s: float | None, timeout_s: float) -> None:
     """Compute ahead the token tables of the states an example document (every optional
-    property written once, `automata.example`) reaches, for about `budget_s` (checked
-    between states; None: the automatic budget, see WARM_PER_COMPILE): first at its
+    property written once, `automata.example`) reaches, for about `budget_s`, writing the
+    example included (checked between states; None: the automatic budget, see
+    WARM_PER_COMPILE): first at its
     boundaries (the start of each key and value, the costliest first visits), then
     where a tokenizer most likely ends a token inside names, numbers and counted strings
     (the example cut greedily into the longest tokens, afresh at each boundary), then,
@@ -88,7 +89,7 @@ def warm_json(grammar, budget_s: float | None, timeout_s: float) -> None:
     with background.busy():
         example = grammar.example()
         offsets = warm_offsets(example, token_trie(grammar.vocab), every_byte)
-        warmed = warm(grammar, example, offsets, budget_s)
+        warmed = warm(grammar, example, offsets, budget_s - (time.perf_counter() - t0))
     grammar.stats.update(warm_s=time.perf_counter() - t0, warmed_states=warmed)
 
 
