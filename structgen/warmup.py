@@ -20,7 +20,8 @@ from structgen.automata.token_trie import token_trie
 from structgen.errors import GrammarTooLargeError
 
 # Time a JSON Schema compile spends computing, ahead of decoding, the token tables of
-# the states an example output passes through (`warm_json`). By default (`warm_s=None`)
+# the states an example output passes through, writing the example included
+# (`warm_json`). By default (`warm_s=None`)
 # it is as long as the compile itself took, and 2.5 times that less 10 ms for a large one
 # (a compile over 6.7 ms), at least WARM_MIN_S and at most WARM_MAX_S, and never past
 # the compile's `timeout_s`; none for a compile under WARM_FROM_COMPILE_S. It moves
