@@ -93,27 +93,21 @@ class TerminalFacts:
 
     def __init__(self, languages: Languages):
         self.languages = languages
-        self.known: dict[int, tuple[bool | None, bool | None]] = {}
+        self.known: dict[int, list[bool | None]] = {}  # id -> [holds some text, holds the empty text]
 
     def nonempty(self, node: ir.Node) -> bool:
-        known, nullable = self._facts(node)
-        if known is None:
-            known = self.languages.nonempty(node)
-            self.known[id(node)] = (known, nullable)
-        return known
+        return self._fact(node, 0, self.languages.nonempty)
 
     def nullable(self, node: ir.Node) -> bool:
-        nonempty, known = self._facts(node)
-        if known is None:
-            known = self.languages.nullable(node)
-            self.known[id(node)] = (nonempty, known)
-        return known
+        return self._fact(node, 1, self.languages.nullable)
 
-    def _facts(self, node: ir.Node) -> tuple[bool | None, bool | None]:
-        got = self.known.get(id(node))
-        if got is None:
-            got = self.known[id(node)] = _plain_facts(node) or (None, None)
-        return got
+    def _fact(self, node: ir.Node, which: int, ask) -> bool:
+        facts = self.known.get(id(node))
+        if facts is None:
+            facts = self.known[id(node)] = list(_plain_facts(node) or (None, None))
+        if facts[which] is None:
+            facts[which] = ask(node)
+        return facts[which]
 
 
 def _plain_facts(node: ir.Node) -> tuple[bool, bool] | None:
