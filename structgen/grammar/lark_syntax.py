@@ -452,11 +452,7 @@ class _Rules:
         kind = expr[0]
         if kind == "name":
             name = expr[1]
-            if _is_terminal(name):
-                return [self.terminals.named(name)]
-            if name not in self.reader.rules:
-                raise NotRead(f"rule {name} is not defined")
-            return [name]
+            return [self.terminals.named(name)] if _is_terminal(name) else [name]
         if kind in ("STRING", "REGEXP", "range"):
             return [self.terminals.anonymous(expr)]
         if kind == "alts":
@@ -496,14 +492,13 @@ def _is_terminal(name: str) -> bool:
 
 
 def _reachable(reader: _Reader, start: str) -> list[str]:
+    """The rules the start reaches (every name is defined: `_check_definitions`)."""
     if start not in reader.rules:
         raise NotRead(f"no start rule {start}")
     seen = {start: None}
     stack = [start]
     while stack:
         for name in _rule_names(reader.rules[stack.pop()]):
-            if name not in reader.rules:
-                raise NotRead(f"rule {name} is not defined")
             if name not in seen:
                 seen[name] = None
                 stack.append(name)
